@@ -1,0 +1,28 @@
+# Thin wrapper over CMake: `make` builds build/libelizainference.{so,a} and build/eliza-infer,
+# `make test` builds and runs every test through ctest, `make asan` runs the tests under ASan+UBSan.
+BUILD ?= build
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CC ?= cc
+
+.PHONY: all test asan clang run clean
+
+all:
+	@cmake -S . -B $(BUILD) -DCMAKE_C_COMPILER=$(CC) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+	@ln -sf libelizainference.so $(BUILD)/libelizainference.so 2>/dev/null || true
+
+test: all
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+asan:
+	@cmake -S . -B build-asan -DELI_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+	cd build-asan && ctest --output-on-failure -j $(JOBS)
+
+clang:
+	@cmake -S . -B build-clang -DCMAKE_C_COMPILER=clang >/dev/null
+	@cmake --build build-clang -j $(JOBS)
+	cd build-clang && ctest --output-on-failure -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD) build-asan build-clang

@@ -1,0 +1,110 @@
+/* eliza-infer logits -m FILE --tokens "ID ID ..." [--kv f32|f16] [-t N] [--step] -o OUT.f32
+ * Writes the logits of every position as raw little-endian float32, n_tokens rows of n_vocab. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "fileio.h"
+#include "forward.h"
+#include "quants.h"
+
+static int usage(void) {
+    fprintf(stderr,
+            "usage: eliza-infer logits -m FILE --tokens \"ID ID ...\" [--kv f32|f16] [-t THREADS] [--step] -o OUT.f32\n"
+            "  --step   decode one token at a time instead of one batch\n");
+    return 2;
+}
+
+int cli_parse_kv_type(const char *s, uint32_t *out) {
+    if (s && !strcmp(s, "f32")) *out = ELI_TYPE_F32;
+    else if (s && !strcmp(s, "f16")) *out = ELI_TYPE_F16;
+    else return cli_die("--kv: unknown cache type '%s' (use f32 or f16)", s ? s : ""), -1;
+    return 0;
+}
+
+/* Parses whitespace-separated token ids into a malloc'ed array. */
+int cli_parse_tokens(const char *s, int32_t **out, size_t *n_out) {
+    size_t cap = 16, n = 0;
+    int32_t *ids = malloc(cap * sizeof *ids);
+    if (!ids) return cli_die("out of memory"), -1;
+    const char *p = s;
+    for (;;) {
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == ',') p++;
+        if (!*p) break;
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || errno || v < INT32_MIN || v > INT32_MAX) {
+            free(ids);
+            return cli_die("--tokens: '%.20s' is not a token id", p), -1;
+        }
+        if (n == cap) {
+            int32_t *g = realloc(ids, (cap *= 2) * sizeof *ids);
+            if (!g) return free(ids), cli_die("out of memory"), -1;
+            ids = g;
+        }
+        ids[n++] = (int32_t)v;
+        p = end;
+    }
+    *out = ids;
+    *n_out = n;
+    return 0;
+}
+
+int cli_logits(int argc, char **argv) {
+    const char *path = NULL, *tokens = NULL, *outp = NULL;
+    eli_context_params cp = eli_context_default_params();
+    int step = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long long x;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) path = v, i++;
+        else if (!strcmp(a, "--tokens")) tokens = v, i++;
+        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) outp = v, i++;
+        else if (!strcmp(a, "--kv")) {
+            if (cli_parse_kv_type(v, &cp.kv_type)) return 2;
+            i++;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (cli_parse_int(a, v, 1, 1024, &x)) return 2;
+            cp.n_threads = (int)x, i++;
+        } else if (!strcmp(a, "--step")) step = 1;
+        else if (!strcmp(a, "--help")) return usage(), 0;
+        else return cli_die("logits: unknown option '%s'", a), usage();
+    }
+    if (!path || !tokens || !outp) return usage();
+    int32_t *ids;
+    size_t n;
+    if (cli_parse_tokens(tokens, &ids, &n)) return 2;
+    if (!n) return free(ids), cli_die("--tokens: no token ids given");
+    eli_error err = {0};
+    eli_model *m = eli_model_load(path, &err);
+    if (!m) return free(ids), cli_die("%s", err.msg);
+    cp.n_ctx = (int64_t)n;
+    if (cp.n_ctx > m->hp.n_ctx_train) cp.n_ctx = m->hp.n_ctx_train;
+    int rc = 1;
+    eli_context *c = eli_context_create(m, &cp, &err);
+    float *logits = c ? malloc(n * (size_t)m->hp.n_vocab * sizeof(float)) : NULL;
+    if (!c) cli_die("%s", err.msg);
+    else if (!logits) cli_die("out of memory for %zu rows of logits", n);
+    else {
+        int ok = 0;
+        if (step) {
+            ok = 1;
+            for (size_t i = 0; i < n && ok; i++)
+                ok = eli_decode(c, ids + i, 1, logits + i * (size_t)m->hp.n_vocab, 0, &err) == ELI_OK;
+        } else {
+            ok = eli_decode(c, ids, (int64_t)n, logits, 1, &err) == ELI_OK;
+        }
+        if (!ok) cli_die("%s", err.msg);
+        else if (eli_write_file_atomic(outp, logits, n * (size_t)m->hp.n_vocab * sizeof(float), &err))
+            cli_die("%s", err.msg);
+        else rc = 0;
+    }
+    free(logits);
+    free(ids);
+    eli_context_free(c);
+    eli_model_free(m);
+    return rc;
+}

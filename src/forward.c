@@ -1,0 +1,393 @@
+/* The Gemma 4 forward pass. Reads top to bottom like ../shared/spec/gemma4.md section 3; the kernels it
+ * calls live in ops.c. Every op except attention is per token; a ubatch of T tokens first writes its K/V
+ * rows into the cache, then every query attends to the cells its mask allows (spec 3.5). */
+#include "forward.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "quants.h"
+
+struct eli_context {
+    const eli_model *m;
+    eli_kv_cache *kv;
+    eli_pool *pool;
+    int64_t n_ctx, n_ubatch, n_past;
+
+    /* per-ubatch activations, T <= n_ubatch rows each */
+    float *x;      /* residual stream [T][E] */
+    float *xn;     /* normed input of a sublayer [T][E] */
+    float *tmp;    /* sublayer output [T][E] */
+    float *tmp2;   /* second sublayer output (MoE) [T][E] */
+    float *q;      /* [T][H*d] */
+    float *k, *v;  /* [T][Hkv*d] */
+    float *att;    /* attention output [T][H*d] */
+    float *gate, *up; /* [T][n_ff_max] */
+    float *ple;    /* [T][L*n_pl] */
+    float *ple_tok; /* [T][L*n_pl] */
+    float *scores; /* per thread: [nth][n_ctx] */
+    float *moe_rn, *moe_y; /* MoE router input and one expert's output [E] */
+    eli_buf qbuf;  /* activations converted for the matmul */
+};
+
+eli_context_params eli_context_default_params(void) {
+    eli_context_params p = {0, 512, ELI_TYPE_F16, 0};
+    return p;
+}
+
+int64_t eli_context_n_past(const eli_context *c) { return c->n_past; }
+int64_t eli_context_n_ctx(const eli_context *c) { return c->n_ctx; }
+const eli_model *eli_context_model(const eli_context *c) { return c->m; }
+
+void eli_context_reset(eli_context *c) {
+    c->n_past = 0;
+    eli_kv_clear(c->kv);
+}
+
+void eli_context_free(eli_context *c) {
+    if (!c) return;
+    eli_kv_free(c->kv);
+    eli_pool_free(c->pool);
+    free(c->x), free(c->xn), free(c->tmp), free(c->tmp2), free(c->q), free(c->k), free(c->v), free(c->att);
+    free(c->gate), free(c->up), free(c->ple), free(c->ple_tok), free(c->scores), free(c->moe_rn), free(c->moe_y);
+    eli_buf_free(&c->qbuf);
+    free(c);
+}
+
+static float *alloc_f32(int64_t n) { return malloc((size_t)(n > 0 ? n : 1) * sizeof(float)); }
+
+eli_context *eli_context_create(const eli_model *m, const eli_context_params *params, eli_error *err) {
+    eli_context_params p = params ? *params : eli_context_default_params();
+    const eli_hparams *hp = &m->hp;
+    if (p.n_ctx < 0 || p.n_ubatch < 0 || p.n_threads < 0 || p.n_threads > 1024) {
+        eli_fail(err, ELI_ERR_INVALID_ARG, "invalid context parameters (n_ctx %lld, n_ubatch %lld, n_threads %d)",
+                 (long long)p.n_ctx, (long long)p.n_ubatch, p.n_threads);
+        return NULL;
+    }
+    if (p.n_ctx == 0) p.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    if (p.n_ctx > hp->n_ctx_train) p.n_ctx = hp->n_ctx_train;
+    if (p.n_ubatch == 0) p.n_ubatch = 512;
+    if (p.n_ubatch > p.n_ctx) p.n_ubatch = p.n_ctx;
+    if (p.n_threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        p.n_threads = n > 0 ? (int)n : 1;
+    }
+    eli_context *c = calloc(1, sizeof *c);
+    if (!c) {
+        eli_fail(err, ELI_ERR_OOM, "out of memory");
+        return NULL;
+    }
+    c->m = m;
+    c->n_ctx = p.n_ctx;
+    c->n_ubatch = p.n_ubatch;
+    if (!(c->kv = eli_kv_create(m, p.n_ctx, p.n_ubatch, p.kv_type, err))) goto fail_quiet;
+    if (!(c->pool = eli_pool_create(p.n_threads))) goto oom;
+
+    int64_t qmax = 0, kvmax = 0, ffmax = 0;
+    for (int il = 0; il < hp->n_layer; il++) {
+        const eli_layer *l = &m->layers[il];
+        int64_t dq = (int64_t)l->n_head * l->head_dim, dkv = (int64_t)l->n_head_kv * l->head_dim;
+        qmax = dq > qmax ? dq : qmax;
+        kvmax = dkv > kvmax ? dkv : kvmax;
+        ffmax = l->n_ff > ffmax ? l->n_ff : ffmax;
+        if (l->is_moe && 2 * hp->n_ff_exp > ffmax) ffmax = 2 * (int64_t)hp->n_ff_exp;
+    }
+    const int64_t U = p.n_ubatch, E = hp->n_embd, W = (int64_t)hp->n_pl * hp->n_layer;
+    c->x = alloc_f32(U * E);
+    c->xn = alloc_f32(U * E);
+    c->tmp = alloc_f32(U * E);
+    c->tmp2 = alloc_f32(U * E);
+    c->q = alloc_f32(U * qmax);
+    c->k = alloc_f32(U * kvmax);
+    c->v = alloc_f32(U * kvmax);
+    c->att = alloc_f32(U * qmax);
+    c->gate = alloc_f32(U * ffmax);
+    c->up = alloc_f32(U * ffmax);
+    c->ple = alloc_f32(U * W);
+    c->ple_tok = alloc_f32(U * W);
+    c->scores = alloc_f32((int64_t)p.n_threads * p.n_ctx);
+    c->moe_rn = alloc_f32(E);
+    c->moe_y = alloc_f32(E);
+    if (!c->x || !c->xn || !c->tmp || !c->tmp2 || !c->q || !c->k || !c->v || !c->att || !c->gate || !c->up ||
+        !c->ple || !c->ple_tok || !c->scores || !c->moe_rn || !c->moe_y)
+        goto oom;
+    return c;
+oom:
+    eli_fail(err, ELI_ERR_OOM, "out of memory for a context of %lld tokens", (long long)p.n_ctx);
+fail_quiet:
+    eli_context_free(c);
+    return NULL;
+}
+
+/* ---- attention over the cache, parallel over (token, head) ---- */
+
+typedef struct {
+    eli_context *c;
+    const eli_layer *l;
+    const eli_kv_layer *cache;
+    int64_t T, pos0;
+} attn_job;
+
+static void attn_task(void *ctx, int ith, int nth) {
+    const attn_job *j = ctx;
+    const eli_layer *l = j->l;
+    const eli_hparams *hp = &j->c->m->hp;
+    const int d = l->head_dim, H = l->n_head, group = l->n_head / l->n_head_kv;
+    const size_t es = eli_kv_elem_size(j->c->kv->type);
+    float *scores = j->c->scores + (int64_t)ith * j->c->n_ctx;
+    int64_t b, e;
+    eli_split(j->T * H, ith, nth, &b, &e);
+    for (int64_t i = b; i < e; i++) {
+        const int64_t t = i / H;
+        const int h = (int)(i % H), g = h / group; /* contiguous GQA groups, as HF repeat_kv */
+        const int32_t pos = (int32_t)(j->pos0 + t);
+        /* causal; sliding-window layers see themselves and the n_swa - 1 positions before */
+        int32_t p_lo = 0;
+        if (l->is_swa && pos - hp->n_swa + 1 > 0) p_lo = pos - hp->n_swa + 1;
+        const uint8_t *kh = (const uint8_t *)j->cache->k + (size_t)g * d * es;
+        const uint8_t *vh = (const uint8_t *)j->cache->v + (size_t)g * d * es;
+        eli_attend(j->c->q + t * H * d + (int64_t)h * d, d, kh, vh, j->c->kv->type, j->cache->width,
+                   j->cache->n_cells, p_lo, pos, scores, j->c->att + t * H * d + (int64_t)h * d);
+    }
+}
+
+/* ---- the layers ---- */
+
+static int attention_block(eli_context *c, int il, int64_t T, int64_t pos0) {
+    const eli_model *m = c->m;
+    const eli_hparams *hp = &m->hp;
+    const eli_layer *l = &m->layers[il];
+    const int64_t E = hp->n_embd;
+    const int d = l->head_dim, H = l->n_head, Hkv = l->n_head_kv;
+    const float *ff = l->is_swa ? NULL : m->rope_freqs; /* proportional RoPE on full layers */
+    int rc;
+
+    /* (a) a = RMSw(h, attn_norm); q = RoPE(RMSw(attn_q·a, q_norm)) per head */
+    for (int64_t t = 0; t < T; t++) eli_rms_norm(c->xn + t * E, c->x + t * E, l->attn_norm, E, hp->rms_eps);
+    if ((rc = eli_matmul(c->pool, &l->wq, 0, c->xn, T, c->q, &c->qbuf))) return rc;
+    for (int64_t t = 0; t < T; t++) {
+        float *q = c->q + t * H * d;
+        for (int h = 0; h < H; h++) eli_rms_norm(q + h * d, q + h * d, l->q_norm, d, hp->rms_eps);
+        eli_rope_neox(q, H, d, l->n_rot, (int32_t)(pos0 + t), l->rope_base, ff);
+    }
+
+    /* (b) K and V of this layer into the cache (KV-shared layers skip this and read their source's) */
+    if (l->has_kv) {
+        if ((rc = eli_matmul(c->pool, &l->wk, 0, c->xn, T, c->k, &c->qbuf))) return rc;
+        if (l->k_eq_v)
+            memcpy(c->v, c->k, (size_t)(T * Hkv * d) * sizeof(float)); /* V = raw K projection */
+        else if ((rc = eli_matmul(c->pool, &l->wv, 0, c->xn, T, c->v, &c->qbuf)))
+            return rc;
+        for (int64_t t = 0; t < T; t++) {
+            float *k = c->k + t * Hkv * d, *v = c->v + t * Hkv * d;
+            for (int h = 0; h < Hkv; h++) {
+                eli_rms_norm(k + h * d, k + h * d, l->k_norm, d, hp->rms_eps);
+                eli_rms_norm(v + h * d, v + h * d, NULL, d, hp->rms_eps); /* weightless V norm */
+            }
+            eli_rope_neox(k, Hkv, d, l->n_rot, (int32_t)(pos0 + t), l->rope_base, ff);
+            eli_kv_store(c->kv, il, (int32_t)(pos0 + t), k, v);
+        }
+    }
+
+    /* (c) attention, scale 1.0, then the output projection */
+    attn_job j = {c, l, &c->kv->layers[l->kv_source], T, pos0};
+    eli_pool_run(c->pool, attn_task, &j);
+    if ((rc = eli_matmul(c->pool, &l->wo, 0, c->att, T, c->tmp, &c->qbuf))) return rc;
+
+    /* (d) h1 = h + RMSw(attn, post_attention_norm) */
+    for (int64_t t = 0; t < T; t++) {
+        float *o = c->tmp + t * E, *x = c->x + t * E;
+        eli_rms_norm(o, o, l->post_attn_norm, E, hp->rms_eps);
+        for (int64_t i = 0; i < E; i++) x[i] += o[i];
+    }
+    return ELI_OK;
+}
+
+/* out = down · (gelu(gate·in) ⊙ (up·in)) for T rows; gate/up are [T][n] */
+static int geglu_mlp(eli_context *c, const eli_weight *wg, const eli_weight *wu, const eli_weight *wd, int64_t mat,
+                     const float *in, int64_t T, float *out) {
+    int rc;
+    const int64_t n = wg->rows;
+    if ((rc = eli_matmul(c->pool, wg, mat, in, T, c->gate, &c->qbuf))) return rc;
+    if ((rc = eli_matmul(c->pool, wu, mat, in, T, c->up, &c->qbuf))) return rc;
+    for (int64_t i = 0; i < T * n; i++) c->gate[i] = eli_gelu(c->gate[i]) * c->up[i];
+    return eli_matmul(c->pool, wd, mat, c->gate, T, out, &c->qbuf);
+}
+
+/* (e') the routed experts of one token: out = Σ_{e∈top-k} w_e · (down_e · geglu_e(u)) · scale_e */
+static int moe_experts(eli_context *c, const eli_layer *l, const float *h1, const float *u, float *out) {
+    const eli_hparams *hp = &c->m->hp;
+    const int64_t E = hp->n_embd, F = hp->n_ff_exp;
+    const int X = hp->n_expert, K = hp->n_expert_used;
+    float *rn = c->moe_rn;
+    int rc;
+    /* router: weightless RMS norm of h1, ×1/√n_embd, ×scale, then softmax over all experts */
+    eli_rms_norm(rn, h1, NULL, E, hp->rms_eps);
+    const float inv_sqrt_e = 1.0f / sqrtf((float)E);
+    for (int64_t i = 0; i < E; i++) rn[i] = rn[i] * inv_sqrt_e * l->gate_inp_scale[i];
+    float probs[4096];
+    if ((rc = eli_matmul(c->pool, &l->gate_inp, 0, rn, 1, probs, &c->qbuf))) return rc;
+    eli_softmax(probs, X);
+    /* top-k by probability, highest first */
+    int sel[4096];
+    char used[4096];
+    memset(used, 0, (size_t)X);
+    double sum = 0.0;
+    for (int k = 0; k < K; k++) {
+        int best = -1;
+        for (int e = 0; e < X; e++)
+            if (!used[e] && (best < 0 || probs[e] > probs[best])) best = e;
+        used[best] = 1;
+        sel[k] = best;
+        sum += probs[best];
+    }
+    float denom = (float)sum;
+    if (denom < 6.103515625e-5f) denom = 6.103515625e-5f;
+    for (int64_t i = 0; i < E; i++) out[i] = 0.0f;
+    float *y = c->moe_y;
+    for (int k = 0; k < K; k++) {
+        const int e = sel[k];
+        if (l->gate_up_exps.data) {
+            if ((rc = eli_matmul(c->pool, &l->gate_up_exps, e, u, 1, c->gate, &c->qbuf))) return rc;
+            for (int64_t i = 0; i < F; i++) c->gate[i] = eli_gelu(c->gate[i]) * c->gate[F + i];
+            if ((rc = eli_matmul(c->pool, &l->down_exps, e, c->gate, 1, y, &c->qbuf))) return rc;
+        } else if ((rc = geglu_mlp(c, &l->gate_exps, &l->up_exps, &l->down_exps, e, u, 1, y))) {
+            return rc;
+        }
+        const float s = l->down_exps_scale ? l->down_exps_scale[e] : 1.0f;
+        const float w = probs[e] / denom;
+        for (int64_t i = 0; i < E; i++) out[i] += y[i] * s * w;
+    }
+    return ELI_OK;
+}
+
+static int ffn_block(eli_context *c, int il, int64_t T) {
+    const eli_hparams *hp = &c->m->hp;
+    const eli_layer *l = &c->m->layers[il];
+    const int64_t E = hp->n_embd;
+    int rc;
+    /* (e) f = RMSw(h1, ffn_norm); m = down·(gelu(gate·f) ⊙ up·f) */
+    for (int64_t t = 0; t < T; t++) eli_rms_norm(c->xn + t * E, c->x + t * E, l->ffn_norm, E, hp->rms_eps);
+    if ((rc = geglu_mlp(c, &l->ffn_gate, &l->ffn_up, &l->ffn_down, 0, c->xn, T, c->tmp))) return rc;
+    if (l->is_moe) {
+        /* (e') m = RMSw(m1 + m2, post_ffw_norm), m1 = RMSw(dense, post_ffw_norm_1), m2 = RMSw(experts, ..._2) */
+        for (int64_t t = 0; t < T; t++) {
+            float *m1 = c->tmp + t * E, *h1 = c->x + t * E, *u = c->xn + t * E;
+            float *m2 = c->tmp2 + t * E;
+            eli_rms_norm(m1, m1, l->post_ffw_norm_1, E, hp->rms_eps);
+            eli_rms_norm(u, h1, l->pre_ffw_norm_2, E, hp->rms_eps);
+            if ((rc = moe_experts(c, l, h1, u, m2))) return rc;
+            eli_rms_norm(m2, m2, l->post_ffw_norm_2, E, hp->rms_eps);
+            for (int64_t i = 0; i < E; i++) m1[i] += m2[i];
+        }
+    }
+    /* h2 = h1 + RMSw(m, post_ffw_norm) */
+    for (int64_t t = 0; t < T; t++) {
+        float *o = c->tmp + t * E, *x = c->x + t * E;
+        eli_rms_norm(o, o, l->post_ffw_norm, E, hp->rms_eps);
+        for (int64_t i = 0; i < E; i++) x[i] += o[i];
+    }
+    return ELI_OK;
+}
+
+/* (f) h3 = h2 + RMSw(proj · (gelu(inp_gate · h2) ⊙ ple[il]), post_norm) */
+static int ple_block(eli_context *c, int il, int64_t T) {
+    const eli_hparams *hp = &c->m->hp;
+    const eli_layer *l = &c->m->layers[il];
+    const int64_t E = hp->n_embd, P = hp->n_pl, W = P * hp->n_layer;
+    int rc;
+    if ((rc = eli_matmul(c->pool, &l->inp_gate, 0, c->x, T, c->gate, &c->qbuf))) return rc;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t i = 0; i < P; i++) c->gate[t * P + i] = eli_gelu(c->gate[t * P + i]) * c->ple[t * W + il * P + i];
+    if ((rc = eli_matmul(c->pool, &l->proj, 0, c->gate, T, c->tmp, &c->qbuf))) return rc;
+    for (int64_t t = 0; t < T; t++) {
+        float *o = c->tmp + t * E, *x = c->x + t * E;
+        eli_rms_norm(o, o, l->ple_post_norm, E, hp->rms_eps);
+        for (int64_t i = 0; i < E; i++) x[i] += o[i];
+    }
+    return ELI_OK;
+}
+
+/* 3.1 embeddings and 3.2 per-layer inputs for a ubatch */
+static int embed(eli_context *c, const int32_t *tokens, int64_t T) {
+    const eli_model *m = c->m;
+    const eli_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd;
+    const float scale = sqrtf((float)E);
+    for (int64_t t = 0; t < T; t++) {
+        float *x = c->x + t * E;
+        eli_weight_row(&m->token_embd, 0, tokens[t], x);
+        for (int64_t i = 0; i < E; i++) x[i] *= scale;
+    }
+    if (!hp->n_pl) return ELI_OK;
+    const int64_t P = hp->n_pl, W = P * hp->n_layer;
+    const float tok_scale = sqrtf((float)P), proj_scale = 1.0f / sqrtf((float)E), comb_scale = 1.0f / sqrtf(2.0f);
+    int rc = eli_matmul(c->pool, &m->ple_model_proj, 0, c->x, T, c->ple, &c->qbuf);
+    if (rc) return rc;
+    for (int64_t t = 0; t < T; t++) {
+        float *tok = c->ple_tok + t * W, *pr = c->ple + t * W;
+        eli_weight_row(&m->ple_token_embd, 0, tokens[t], tok);
+        for (int64_t il = 0; il < hp->n_layer; il++) {
+            float *p = pr + il * P;
+            for (int64_t i = 0; i < P; i++) p[i] *= proj_scale;
+            eli_rms_norm(p, p, m->ple_proj_norm, P, hp->rms_eps);
+        }
+        for (int64_t i = 0; i < W; i++) pr[i] = (pr[i] + tok[i] * tok_scale) * comb_scale;
+    }
+    return ELI_OK;
+}
+
+/* 3.4 head for the rows [first, T): logits rows to out */
+static int head(eli_context *c, int64_t first, int64_t T, float *out) {
+    const eli_model *m = c->m;
+    const eli_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd, n = T - first;
+    for (int64_t t = first; t < T; t++) eli_rms_norm(c->xn + (t - first) * E, c->x + t * E, m->output_norm, E, hp->rms_eps);
+    int rc = eli_matmul(c->pool, &m->output, 0, c->xn, n, out, &c->qbuf);
+    if (rc) return rc;
+    if (hp->final_softcap > 0) eli_softcap(out, n * hp->n_vocab, hp->final_softcap);
+    return ELI_OK;
+}
+
+static int forward_ubatch(eli_context *c, const int32_t *tokens, int64_t T, float *logits, int all_logits) {
+    const eli_model *m = c->m;
+    const int64_t pos0 = c->n_past;
+    int rc = embed(c, tokens, T);
+    if (rc) return rc;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const eli_layer *l = &m->layers[il];
+        if ((rc = attention_block(c, il, T, pos0))) return rc;
+        if ((rc = ffn_block(c, il, T))) return rc;
+        if (m->hp.n_pl && (rc = ple_block(c, il, T))) return rc;
+        if (l->has_out_scale) /* (g) the whole residual stream is scaled */
+            for (int64_t i = 0; i < T * m->hp.n_embd; i++) c->x[i] *= l->out_scale;
+    }
+    c->n_past += T;
+    if (!logits) return ELI_OK;
+    return head(c, all_logits ? 0 : T - 1, T, logits);
+}
+
+int eli_decode(eli_context *c, const int32_t *tokens, int64_t n, float *logits, int all_logits, eli_error *err) {
+    const eli_hparams *hp = &c->m->hp;
+    if (n < 0 || (n > 0 && !tokens)) return eli_fail(err, ELI_ERR_INVALID_ARG, "invalid token array");
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
+            return eli_fail(err, ELI_ERR_INVALID_ARG, "token id %d at index %lld is outside the vocabulary [0, %d)",
+                            tokens[i], (long long)i, hp->n_vocab);
+    if (n > c->n_ctx - c->n_past)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "context overflow: %lld tokens at position %lld exceed n_ctx %lld",
+                        (long long)n, (long long)c->n_past, (long long)c->n_ctx);
+    for (int64_t done = 0; done < n;) {
+        int64_t T = n - done < c->n_ubatch ? n - done : c->n_ubatch;
+        const int last = done + T == n;
+        float *out = NULL;
+        if (logits && all_logits) out = logits + done * hp->n_vocab;
+        else if (logits && last) out = logits;
+        int rc = forward_ubatch(c, tokens + done, T, out, all_logits);
+        if (rc) return eli_fail(err, rc, "out of memory during the forward pass");
+        done += T;
+    }
+    return ELI_OK;
+}

@@ -1,0 +1,40 @@
+/* A model context: one sequence's KV cache, scratch buffers and thread pool, and the Gemma 4 forward pass
+ * over it (spec section 3). */
+#ifndef ELI_FORWARD_H
+#define ELI_FORWARD_H
+
+#include <stdint.h>
+
+#include "error.h"
+#include "kv_cache.h"
+#include "model.h"
+#include "ops.h"
+#include "threadpool.h"
+
+typedef struct eli_context_params {
+    int64_t n_ctx;    /* cells of the full-attention cache; 0 = min(trained context, 4096) */
+    int64_t n_ubatch; /* tokens per forward chunk (also sizes the sliding-window rings); 0 = 512 */
+    uint32_t kv_type; /* ELI_TYPE_F16 (default) or ELI_TYPE_F32 */
+    int n_threads;    /* 0 = number of online CPUs */
+} eli_context_params;
+
+eli_context_params eli_context_default_params(void);
+
+typedef struct eli_context eli_context;
+
+eli_context *eli_context_create(const eli_model *m, const eli_context_params *p, eli_error *err);
+void eli_context_free(eli_context *c);
+
+/* Number of positions already in the cache. */
+int64_t eli_context_n_past(const eli_context *c);
+int64_t eli_context_n_ctx(const eli_context *c);
+const eli_model *eli_context_model(const eli_context *c);
+/* Drops everything: the next decode starts at position 0. */
+void eli_context_reset(eli_context *c);
+
+/* Decodes n tokens at positions n_past .. n_past+n-1 and advances n_past. logits may be NULL; otherwise it
+ * receives n rows of n_vocab floats when all_logits is set, else the last row only. Ids outside the
+ * vocabulary and context overflow are errors (nothing is changed). */
+int eli_decode(eli_context *c, const int32_t *tokens, int64_t n, float *logits, int all_logits, eli_error *err);
+
+#endif

@@ -1,0 +1,122 @@
+/* GGUF reader (versions 2 and 3) over a read-only mmap.
+ *
+ * The file is treated as hostile: every count, length, offset, dimension and type is checked before use,
+ * size arithmetic is overflow-checked, and tensor data must lie inside the file. On any problem
+ * gguf_open() fails with a message naming the key or tensor and what is wrong.
+ *
+ * Strings point into the mapping and are NOT NUL-terminated (use gguf_str's len); key and tensor names
+ * are copied and NUL-terminated for convenience. Scalar array payloads also point into the mapping
+ * (little-endian, possibly unaligned): read them with gguf_arr_get_*(). */
+#ifndef ELI_GGUF_H
+#define ELI_GGUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+enum gguf_value_type {
+    GGUF_VT_UINT8 = 0,
+    GGUF_VT_INT8 = 1,
+    GGUF_VT_UINT16 = 2,
+    GGUF_VT_INT16 = 3,
+    GGUF_VT_UINT32 = 4,
+    GGUF_VT_INT32 = 5,
+    GGUF_VT_FLOAT32 = 6,
+    GGUF_VT_BOOL = 7,
+    GGUF_VT_STRING = 8,
+    GGUF_VT_ARRAY = 9,
+    GGUF_VT_UINT64 = 10,
+    GGUF_VT_INT64 = 11,
+    GGUF_VT_FLOAT64 = 12,
+    GGUF_VT_COUNT
+};
+
+typedef struct gguf_str {
+    const char *ptr; /* into the mapping; not NUL-terminated */
+    uint64_t len;
+} gguf_str;
+
+typedef struct gguf_value gguf_value;
+struct gguf_value {
+    uint32_t type; /* enum gguf_value_type */
+    union {
+        uint64_t u64;  /* UINT8..UINT64 and BOOL, zero-extended */
+        int64_t i64;   /* INT8..INT64, sign-extended */
+        double f64;    /* FLOAT32 / FLOAT64 */
+        gguf_str str;  /* STRING */
+        struct {
+            uint32_t elem_type; /* enum gguf_value_type of the elements */
+            uint64_t n;         /* element count */
+            const uint8_t *raw; /* scalar elements: packed little-endian payload in the mapping */
+            gguf_str *strs;     /* STRING elements (n of them, owned by the file) */
+            gguf_value *items;  /* ARRAY elements: nested arrays (n of them, owned by the file) */
+        } arr;
+    } v;
+};
+
+typedef struct gguf_kv {
+    char *key; /* NUL-terminated copy */
+    gguf_value value;
+} gguf_kv;
+
+#define GGUF_MAX_DIMS 4
+
+typedef struct gguf_tensor {
+    char *name;      /* NUL-terminated copy */
+    uint32_t type;   /* ggml type id (see quants.h) */
+    uint32_t n_dims; /* 1..GGUF_MAX_DIMS */
+    int64_t ne[GGUF_MAX_DIMS]; /* ne[0] fastest-varying; unused dims are 1 */
+    uint64_t offset; /* relative to the start of the data section */
+    uint64_t nbytes;
+    const void *data; /* into the mapping */
+} gguf_tensor;
+
+typedef struct gguf_file gguf_file;
+
+/* Opens and validates a GGUF file. Returns NULL and fills err on failure. */
+gguf_file *gguf_open(const char *path, eli_error *err);
+/* Same over a caller-owned buffer (used by tests and fuzzers); the buffer must outlive the handle. */
+gguf_file *gguf_open_memory(const void *buf, size_t size, eli_error *err);
+void gguf_close(gguf_file *f);
+
+uint32_t gguf_version(const gguf_file *f);
+uint64_t gguf_file_size(const gguf_file *f);
+uint32_t gguf_alignment(const gguf_file *f);
+uint64_t gguf_data_offset(const gguf_file *f); /* file offset of the tensor data section */
+const void *gguf_mapping(const gguf_file *f);  /* start of the file in memory */
+
+uint64_t gguf_n_kv(const gguf_file *f);
+const gguf_kv *gguf_kv_at(const gguf_file *f, uint64_t i);
+const gguf_value *gguf_find(const gguf_file *f, const char *key); /* NULL if absent */
+
+uint64_t gguf_n_tensors(const gguf_file *f);
+const gguf_tensor *gguf_tensor_at(const gguf_file *f, uint64_t i);
+const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name); /* NULL if absent */
+int64_t gguf_tensor_nelements(const gguf_tensor *t);
+
+const char *gguf_type_name(uint32_t value_type);
+
+/* Numeric access to a scalar (idx must be 0) or to element idx of a scalar array.
+ * Integers, bools and floats convert; a value that does not fit (negative to unsigned, fraction to
+ * integer, out of range) is an error. Returns ELI_OK or a negative status with a message naming `what`. */
+int gguf_value_i64(const gguf_value *v, uint64_t idx, int64_t *out, const char *what, eli_error *err);
+int gguf_value_f64(const gguf_value *v, uint64_t idx, double *out, const char *what, eli_error *err);
+/* Number of elements: 1 for a scalar, n for an array. */
+uint64_t gguf_value_count(const gguf_value *v);
+
+/* Convenience getters by key. Return 1 when found and converted, 0 when the key is absent (out is left
+ * untouched), negative on a type or range error. */
+int gguf_get_u32(const gguf_file *f, const char *key, uint32_t *out, eli_error *err);
+int gguf_get_f32(const gguf_file *f, const char *key, float *out, eli_error *err);
+int gguf_get_bool(const gguf_file *f, const char *key, int *out, eli_error *err);
+int gguf_get_str(const gguf_file *f, const char *key, gguf_str *out, eli_error *err);
+/* Array getter: 1 found (and an array of elem_type, or any element type when elem_type is
+ * GGUF_VT_COUNT), 0 absent, negative on wrong type. */
+int gguf_get_arr(const gguf_file *f, const char *key, uint32_t elem_type, const gguf_value **out,
+                 eli_error *err);
+
+/* True when s equals the NUL-terminated c string. */
+int gguf_str_eq(gguf_str s, const char *c);
+
+#endif

@@ -1,0 +1,173 @@
+#include "ops.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quants.h"
+
+void *eli_buf_reserve(eli_buf *b, size_t bytes) {
+    if (bytes <= b->cap && b->p) return b->p;
+    void *p = realloc(b->p, bytes ? bytes : 1);
+    if (!p) return NULL;
+    b->p = p;
+    b->cap = bytes;
+    return p;
+}
+
+void eli_buf_free(eli_buf *b) {
+    free(b->p);
+    b->p = NULL;
+    b->cap = 0;
+}
+
+void eli_rms_norm(float *y, const float *x, const float *w, int64_t n, float eps) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale;
+    if (w)
+        for (int64_t i = 0; i < n; i++) y[i] *= w[i];
+}
+
+/* gelu(x) for every fp16 x, rounded to fp16: the table llama.cpp's CPU backend uses. */
+static eli_fp16 gelu_table[1 << 16];
+static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
+
+static void gelu_table_init(void) {
+    const float sqrt_2_over_pi = 0.79788456080286535587989211986876f;
+    for (uint32_t i = 0; i < (1u << 16); i++) {
+        float x = eli_fp16_to_fp32((eli_fp16)i);
+        float g = 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * x * (1.0f + 0.044715f * x * x)));
+        gelu_table[i] = eli_fp32_to_fp16(g);
+    }
+}
+
+float eli_gelu(float x) {
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x;
+    pthread_once(&gelu_once, gelu_table_init);
+    return eli_fp16_to_fp32(gelu_table[eli_fp32_to_fp16(x)]);
+}
+
+void eli_rope_neox(float *x, int n_head, int head_dim, int n_rot, int32_t pos, float base, const float *ff) {
+    const int half = n_rot / 2;
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    /* The angle of pair i is pos * theta_scale^i, built by repeated multiplication as ggml does. */
+    float cs[2048], sn[2048];
+    float theta = (float)pos;
+    for (int i = 0; i < half && i < 2048; i++) {
+        float t = ff ? theta / ff[i] : theta;
+        cs[i] = cosf(t);
+        sn[i] = sinf(t);
+        theta *= theta_scale;
+    }
+    for (int h = 0; h < n_head; h++) {
+        float *v = x + (int64_t)h * head_dim;
+        for (int i = 0; i < half; i++) {
+            float x0 = v[i], x1 = v[i + half];
+            v[i] = x0 * cs[i] - x1 * sn[i];
+            v[i + half] = x0 * sn[i] + x1 * cs[i];
+        }
+    }
+}
+
+void eli_softmax(float *x, int64_t n) {
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += (double)x[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; i++) x[i] *= inv;
+}
+
+void eli_softcap(float *x, int64_t n, float c) {
+    const float inv = 1.0f / c;
+    for (int64_t i = 0; i < n; i++) x[i] = tanhf(x[i] * inv) * c;
+}
+
+void eli_attend(const float *q, int d, const void *k_head, const void *v_head, uint32_t kv_type, int64_t row_elems,
+                int64_t n_cells, int32_t p_lo, int32_t p_hi, float *scores, float *out) {
+    const int64_t n = (int64_t)p_hi - p_lo + 1;
+    if (kv_type == ELI_TYPE_F16) {
+        /* llama.cpp converts Q to the cache type before Q·K, and the probabilities before P·V. */
+        const eli_fp16 *K = k_head, *V = v_head;
+        float qh[1024];
+        for (int i = 0; i < d; i++) qh[i] = eli_fp16_to_fp32(eli_fp32_to_fp16(q[i]));
+        for (int64_t j = 0; j < n; j++) {
+            const eli_fp16 *k = K + ((p_lo + j) % n_cells) * row_elems;
+            double s = 0.0;
+            for (int i = 0; i < d; i++) s += (double)(qh[i] * eli_fp16_to_fp32(k[i]));
+            scores[j] = (float)s;
+        }
+        eli_softmax(scores, n);
+        for (int i = 0; i < d; i++) out[i] = 0.0f;
+        for (int64_t j = 0; j < n; j++) {
+            const eli_fp16 *v = V + ((p_lo + j) % n_cells) * row_elems;
+            const float p = eli_fp16_to_fp32(eli_fp32_to_fp16(scores[j]));
+            for (int i = 0; i < d; i++) out[i] += p * eli_fp16_to_fp32(v[i]);
+        }
+        return;
+    }
+    const float *K = k_head, *V = v_head;
+    for (int64_t j = 0; j < n; j++) {
+        const float *k = K + ((p_lo + j) % n_cells) * row_elems;
+        float s = 0.0f;
+        for (int i = 0; i < d; i++) s += q[i] * k[i];
+        scores[j] = s;
+    }
+    eli_softmax(scores, n);
+    for (int i = 0; i < d; i++) out[i] = 0.0f;
+    for (int64_t j = 0; j < n; j++) {
+        const float *v = V + ((p_lo + j) % n_cells) * row_elems;
+        for (int i = 0; i < d; i++) out[i] += scores[j] * v[i];
+    }
+}
+
+void eli_weight_row(const eli_weight *w, int64_t mat, int64_t r, float *out) {
+    const uint8_t *base = (const uint8_t *)w->data + ((size_t)mat * (size_t)w->rows + (size_t)r) * w->row_bytes;
+    eli_dequantize_row(w->type, base, out, w->cols);
+}
+
+typedef struct {
+    const eli_weight *w;
+    const uint8_t *mat_base;
+    const void *xq;
+    size_t xq_row;
+    int64_t T;
+    float *y;
+    eli_vec_dot_fn dot;
+} matmul_job;
+
+static void matmul_task(void *ctx, int ith, int nth) {
+    const matmul_job *j = ctx;
+    int64_t r0, r1;
+    eli_split(j->w->rows, ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *wr = j->mat_base + (size_t)r * j->w->row_bytes;
+        for (int64_t t = 0; t < j->T; t++)
+            j->y[t * j->w->rows + r] = j->dot(j->w->cols, wr, (const uint8_t *)j->xq + (size_t)t * j->xq_row);
+    }
+}
+
+int eli_matmul(eli_pool *pool, const eli_weight *w, int64_t mat, const float *x, int64_t T, float *y, eli_buf *scratch) {
+    const eli_type_traits *tt = eli_type_info(w->type);
+    const eli_type_traits *at = eli_type_info(tt->vec_dot_type);
+    matmul_job j = {w, (const uint8_t *)w->data + (size_t)mat * (size_t)w->rows * w->row_bytes, x,
+                    (size_t)w->cols * sizeof(float), T, y, tt->vec_dot};
+    if (tt->vec_dot_type != ELI_TYPE_F32) {
+        size_t row = eli_row_size(tt->vec_dot_type, w->cols);
+        uint8_t *q = eli_buf_reserve(scratch, row * (size_t)T);
+        if (!q) return ELI_ERR_OOM;
+        for (int64_t t = 0; t < T; t++) at->quantize(x + t * w->cols, q + (size_t)t * row, w->cols);
+        j.xq = q;
+        j.xq_row = row;
+    }
+    eli_pool_run(pool, matmul_task, &j);
+    return ELI_OK;
+}

@@ -1,0 +1,49 @@
+/* Kernels used by the forward pass: norms, activations, RoPE, softmax, attention over the KV cache and
+ * the weight-times-activation matmul. The numerics follow llama.cpp's CPU backend where that matters
+ * for matching its logits (double-accumulated RMS sums, the fp16 GELU table, iterated RoPE angles,
+ * activations converted to the weight's dot-product format). */
+#ifndef ELI_OPS_H
+#define ELI_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+#include "threadpool.h"
+
+/* A growable scratch buffer. */
+typedef struct eli_buf {
+    void *p;
+    size_t cap;
+} eli_buf;
+/* Ensures capacity; returns NULL on OOM. */
+void *eli_buf_reserve(eli_buf *b, size_t bytes);
+void eli_buf_free(eli_buf *b);
+
+/* y = RMS(x) (* w when w != NULL), n values. y may alias x. */
+void eli_rms_norm(float *y, const float *x, const float *w, int64_t n, float eps);
+/* GELU (tanh form) through the fp16 table as llama.cpp's CPU backend computes it. */
+float eli_gelu(float x);
+/* In place NEOX RoPE on n_head vectors of head_dim floats: pairs (i, i + n_rot/2) for i < n_rot/2. */
+void eli_rope_neox(float *x, int n_head, int head_dim, int n_rot, int32_t pos, float base, const float *freq_factors);
+/* In place softmax of n values (max-subtracted, double sum). */
+void eli_softmax(float *x, int64_t n);
+/* out[j] = c * tanh(x[j] / c). */
+void eli_softcap(float *x, int64_t n, float c);
+
+/* One head of attention: q (d floats) against the cache rows of positions [p_lo, p_hi]. Row of position
+ * p is at cell p % n_cells; k_head / v_head point at this KV head's first element in cell 0; rows are
+ * row_elems elements apart; kv_type is ELI_TYPE_F32 or ELI_TYPE_F16. scores needs p_hi - p_lo + 1
+ * floats. Scale 1.0, no softcap (Gemma 4). */
+void eli_attend(const float *q, int d, const void *k_head, const void *v_head, uint32_t kv_type, int64_t row_elems,
+                int64_t n_cells, int32_t p_lo, int32_t p_hi, float *scores, float *out);
+
+/* y[t][r] = dot(W[mat] row r, x[t]) for T rows of x (each w->cols floats); y rows are w->rows floats.
+ * Activations are converted to the weight's vec_dot format once, into scratch. Threads split the
+ * output rows, so the result does not depend on the thread count. */
+int eli_matmul(eli_pool *pool, const eli_weight *w, int64_t mat, const float *x, int64_t T, float *y, eli_buf *scratch);
+
+/* Dequantizes row r of matrix mat of w into out (w->cols floats). */
+void eli_weight_row(const eli_weight *w, int64_t mat, int64_t r, float *out);
+
+#endif

@@ -1,0 +1,39 @@
+/* Minimal test harness: CHECK records a failure and continues; TEST_MAIN_END prints
+ * "N passed, N failed" and returns non-zero on any failure. */
+#ifndef ELI_TEST_H
+#define ELI_TEST_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int eli_test_pass, eli_test_fail;
+
+#define CHECK(cond, ...)                                                   \
+    do {                                                                   \
+        if (cond) {                                                        \
+            eli_test_pass++;                                               \
+        } else {                                                           \
+            eli_test_fail++;                                               \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                  \
+            fprintf(stderr, "\n");                                         \
+        }                                                                  \
+    } while (0)
+
+#define TEST_MAIN_END()                                                          \
+    do {                                                                         \
+        printf("%s: %d passed, %d failed\n", __FILE__, eli_test_pass, eli_test_fail); \
+        return eli_test_fail ? 1 : 0;                                            \
+    } while (0)
+
+/* Path under the shared/ folder beside the checkout. */
+static inline const char *eli_shared_path(const char *rel) {
+    static char buf[8][1024];
+    static int slot;
+    char *b = buf[slot++ & 7];
+    snprintf(b, 1024, "%s/%s", ELI_SHARED_DIR, rel);
+    return b;
+}
+
+#endif
