@@ -28,6 +28,7 @@ struct eli_context {
     float *ple;    /* [T][L*n_pl] */
     float *ple_tok; /* [T][L*n_pl] */
     float *scores; /* per thread: [nth][n_ctx] */
+    float *attn_tmp; /* per thread: [nth][2 * head_dim_max] */
     float *moe_rn, *moe_y; /* MoE router input and one expert's output [E] */
     eli_buf qbuf;  /* activations converted for the matmul */
 };
@@ -51,7 +52,7 @@ void eli_context_free(eli_context *c) {
     eli_kv_free(c->kv);
     eli_pool_free(c->pool);
     free(c->x), free(c->xn), free(c->tmp), free(c->tmp2), free(c->q), free(c->k), free(c->v), free(c->att);
-    free(c->gate), free(c->up), free(c->ple), free(c->ple_tok), free(c->scores), free(c->moe_rn), free(c->moe_y);
+    free(c->gate), free(c->up), free(c->ple), free(c->ple_tok), free(c->scores), free(c->attn_tmp), free(c->moe_rn), free(c->moe_y);
     eli_buf_free(&c->qbuf);
     free(c);
 }
@@ -108,10 +109,12 @@ eli_context *eli_context_create(const eli_model *m, const eli_context_params *pa
     c->ple = alloc_f32(U * W);
     c->ple_tok = alloc_f32(U * W);
     c->scores = alloc_f32((int64_t)p.n_threads * p.n_ctx);
+    const int64_t dmax = hp->head_dim_full > hp->head_dim_swa ? hp->head_dim_full : hp->head_dim_swa;
+    c->attn_tmp = alloc_f32((int64_t)p.n_threads * 2 * dmax);
     c->moe_rn = alloc_f32(E);
     c->moe_y = alloc_f32(E);
     if (!c->x || !c->xn || !c->tmp || !c->tmp2 || !c->q || !c->k || !c->v || !c->att || !c->gate || !c->up ||
-        !c->ple || !c->ple_tok || !c->scores || !c->moe_rn || !c->moe_y)
+        !c->ple || !c->ple_tok || !c->scores || !c->attn_tmp || !c->moe_rn || !c->moe_y)
         goto oom;
     return c;
 oom:
@@ -135,8 +138,9 @@ static void attn_task(void *ctx, int ith, int nth) {
     const eli_layer *l = j->l;
     const eli_hparams *hp = &j->c->m->hp;
     const int d = l->head_dim, H = l->n_head, group = l->n_head / l->n_head_kv;
-    const size_t es = eli_kv_elem_size(j->c->kv->type);
+    const uint32_t type = j->c->kv->type;
     float *scores = j->c->scores + (int64_t)ith * j->c->n_ctx;
+    float *tmp = j->c->attn_tmp + (int64_t)ith * 2 * l->head_dim;
     int64_t b, e;
     eli_split(j->T * H, ith, nth, &b, &e);
     for (int64_t i = b; i < e; i++) {
@@ -146,10 +150,10 @@ static void attn_task(void *ctx, int ith, int nth) {
         /* causal; sliding-window layers see themselves and the n_swa - 1 positions before */
         int32_t p_lo = 0;
         if (l->is_swa && pos - hp->n_swa + 1 > 0) p_lo = pos - hp->n_swa + 1;
-        const uint8_t *kh = (const uint8_t *)j->cache->k + (size_t)g * d * es;
-        const uint8_t *vh = (const uint8_t *)j->cache->v + (size_t)g * d * es;
-        eli_attend(j->c->q + t * H * d + (int64_t)h * d, d, kh, vh, j->c->kv->type, j->cache->width,
-                   j->cache->n_cells, p_lo, pos, scores, j->c->att + t * H * d + (int64_t)h * d);
+        const size_t head_off = eli_row_size(type, (int64_t)g * d); /* heads start on block boundaries */
+        eli_attend(j->c->q + t * H * d + (int64_t)h * d, d, j->cache->k + head_off, j->cache->v + head_off, type,
+                   j->cache->row_bytes, j->cache->n_cells, p_lo, pos, scores, tmp,
+                   j->c->att + t * H * d + (int64_t)h * d);
     }
 }
 
@@ -339,19 +343,21 @@ static int embed(eli_context *c, const int32_t *tokens, int64_t T) {
     return ELI_OK;
 }
 
-/* 3.4 head for the rows [first, T): logits rows to out */
-static int head(eli_context *c, int64_t first, int64_t T, float *out) {
+/* 3.4 head for the rows [first, T): y = RMSw(h, output_norm) to hidden, softcapped logits to logits */
+static int head(eli_context *c, int64_t first, int64_t T, float *logits, float *hidden) {
     const eli_model *m = c->m;
     const eli_hparams *hp = &m->hp;
     const int64_t E = hp->n_embd, n = T - first;
     for (int64_t t = first; t < T; t++) eli_rms_norm(c->xn + (t - first) * E, c->x + t * E, m->output_norm, E, hp->rms_eps);
-    int rc = eli_matmul(c->pool, &m->output, 0, c->xn, n, out, &c->qbuf);
+    if (hidden) memcpy(hidden, c->xn, (size_t)(n * E) * sizeof(float));
+    if (!logits) return ELI_OK;
+    int rc = eli_matmul(c->pool, &m->output, 0, c->xn, n, logits, &c->qbuf);
     if (rc) return rc;
-    if (hp->final_softcap > 0) eli_softcap(out, n * hp->n_vocab, hp->final_softcap);
+    if (hp->final_softcap > 0) eli_softcap(logits, n * hp->n_vocab, hp->final_softcap);
     return ELI_OK;
 }
 
-static int forward_ubatch(eli_context *c, const int32_t *tokens, int64_t T, float *logits, int all_logits) {
+static int forward_ubatch(eli_context *c, const int32_t *tokens, int64_t T, float *logits, float *hidden, int all) {
     const eli_model *m = c->m;
     const int64_t pos0 = c->n_past;
     int rc = embed(c, tokens, T);
@@ -365,11 +371,11 @@ static int forward_ubatch(eli_context *c, const int32_t *tokens, int64_t T, floa
             for (int64_t i = 0; i < T * m->hp.n_embd; i++) c->x[i] *= l->out_scale;
     }
     c->n_past += T;
-    if (!logits) return ELI_OK;
-    return head(c, all_logits ? 0 : T - 1, T, logits);
+    if (!logits && !hidden) return ELI_OK;
+    return head(c, all ? 0 : T - 1, T, logits, hidden);
 }
 
-int eli_decode(eli_context *c, const int32_t *tokens, int64_t n, float *logits, int all_logits, eli_error *err) {
+int eli_decode_ex(eli_context *c, const int32_t *tokens, int64_t n, const eli_outputs *out, eli_error *err) {
     const eli_hparams *hp = &c->m->hp;
     if (n < 0 || (n > 0 && !tokens)) return eli_fail(err, ELI_ERR_INVALID_ARG, "invalid token array");
     for (int64_t i = 0; i < n; i++)
@@ -379,15 +385,34 @@ int eli_decode(eli_context *c, const int32_t *tokens, int64_t n, float *logits, 
     if (n > c->n_ctx - c->n_past)
         return eli_fail(err, ELI_ERR_INVALID_ARG, "context overflow: %lld tokens at position %lld exceed n_ctx %lld",
                         (long long)n, (long long)c->n_past, (long long)c->n_ctx);
+    const eli_outputs none = {NULL, NULL, 0};
+    if (!out) out = &none;
     for (int64_t done = 0; done < n;) {
         int64_t T = n - done < c->n_ubatch ? n - done : c->n_ubatch;
         const int last = done + T == n;
-        float *out = NULL;
-        if (logits && all_logits) out = logits + done * hp->n_vocab;
-        else if (logits && last) out = logits;
-        int rc = forward_ubatch(c, tokens + done, T, out, all_logits);
+        float *lg = NULL, *hd = NULL;
+        if (out->all) {
+            lg = out->logits ? out->logits + done * hp->n_vocab : NULL;
+            hd = out->hidden ? out->hidden + done * hp->n_embd : NULL;
+        } else if (last) {
+            lg = out->logits;
+            hd = out->hidden;
+        }
+        int rc = forward_ubatch(c, tokens + done, T, lg, hd, out->all);
         if (rc) return eli_fail(err, rc, "out of memory during the forward pass");
         done += T;
     }
     return ELI_OK;
+}
+
+int eli_decode(eli_context *c, const int32_t *tokens, int64_t n, float *logits, int all_logits, eli_error *err) {
+    const eli_outputs out = {logits, NULL, all_logits};
+    return eli_decode_ex(c, tokens, n, &out, err);
+}
+
+int eli_context_truncate(eli_context *c, int64_t n_keep) {
+    if (n_keep < 0 || n_keep > c->n_past) return 0;
+    if (!eli_kv_truncate(c->kv, (int32_t)n_keep, c->m->hp.n_swa)) return 0;
+    c->n_past = n_keep;
+    return 1;
 }

@@ -14,7 +14,7 @@
 typedef struct eli_context_params {
     int64_t n_ctx;    /* cells of the full-attention cache; 0 = min(trained context, 4096) */
     int64_t n_ubatch; /* tokens per forward chunk (also sizes the sliding-window rings); 0 = 512 */
-    uint32_t kv_type; /* ELI_TYPE_F16 (default) or ELI_TYPE_F32 */
+    uint32_t kv_type; /* cache type, ELI_TYPE_F16 by default (see eli_kv_type_from_name) */
     int n_threads;    /* 0 = number of online CPUs */
 } eli_context_params;
 
@@ -36,5 +36,18 @@ void eli_context_reset(eli_context *c);
  * receives n rows of n_vocab floats when all_logits is set, else the last row only. Ids outside the
  * vocabulary and context overflow are errors (nothing is changed). */
 int eli_decode(eli_context *c, const int32_t *tokens, int64_t n, float *logits, int all_logits, eli_error *err);
+
+/* What a decode returns: logits (n_vocab floats per row) and/or the final hidden state after output_norm
+ * (n_embd floats per row, what embeddings and the MTP drafter use), for every row or the last only. */
+typedef struct eli_outputs {
+    float *logits;
+    float *hidden;
+    int all;
+} eli_outputs;
+int eli_decode_ex(eli_context *c, const int32_t *tokens, int64_t n, const eli_outputs *out, eli_error *err);
+
+/* Forgets positions >= n_keep. Returns 1 on success, 0 when the sliding-window rings no longer hold what a
+ * query at n_keep would need (nothing is changed; the caller must recompute). */
+int eli_context_truncate(eli_context *c, int64_t n_keep);
 
 #endif

@@ -5,11 +5,25 @@
 
 #include "quants.h"
 
-size_t eli_kv_elem_size(uint32_t type) { return type == ELI_TYPE_F16 ? 2 : 4; }
+int eli_kv_type_from_name(const char *name, uint32_t *type) {
+    static const struct {
+        const char *name;
+        uint32_t type;
+    } names[] = {{"f32", ELI_TYPE_F32},   {"f16", ELI_TYPE_F16},   {"bf16", ELI_TYPE_BF16}, {"q8_0", ELI_TYPE_Q8_0},
+                 {"q4_0", ELI_TYPE_Q4_0}, {"q4_1", ELI_TYPE_Q4_1}, {"q5_0", ELI_TYPE_Q5_0}, {"q5_1", ELI_TYPE_Q5_1}};
+    for (size_t i = 0; name && i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(name, names[i].name)) {
+            *type = names[i].type;
+            return 0;
+        }
+    return -1;
+}
 
 eli_kv_cache *eli_kv_create(const eli_model *m, int64_t n_ctx, int64_t n_ubatch, uint32_t type, eli_error *err) {
-    if (type != ELI_TYPE_F32 && type != ELI_TYPE_F16) {
-        eli_fail(err, ELI_ERR_INVALID_ARG, "KV cache type %s is not supported (use f32 or f16)", eli_type_name(type));
+    const eli_type_traits *tt = eli_type_info(type);
+    if (!tt || !tt->quantize || !tt->dequantize ||
+        (type != ELI_TYPE_F32 && type != ELI_TYPE_F16 && type != ELI_TYPE_BF16 && tt->block_size > 32)) {
+        eli_fail(err, ELI_ERR_INVALID_ARG, "KV cache type %s is not supported", eli_type_name(type));
         return NULL;
     }
     if (n_ctx < 1 || n_ubatch < 1) {
@@ -17,6 +31,12 @@ eli_kv_cache *eli_kv_create(const eli_model *m, int64_t n_ctx, int64_t n_ubatch,
                  (long long)n_ubatch);
         return NULL;
     }
+    for (int il = 0; il < m->hp.n_layer; il++)
+        if (m->layers[il].head_dim % (int)tt->block_size) {
+            eli_fail(err, ELI_ERR_INVALID_ARG, "KV cache type %s needs head dims that are multiples of %u (layer %d has %d)",
+                     tt->name, tt->block_size, il, m->layers[il].head_dim);
+            return NULL;
+        }
     eli_kv_cache *kv = calloc(1, sizeof *kv);
     if (!kv) goto oom;
     kv->type = type;
@@ -24,15 +44,15 @@ eli_kv_cache *eli_kv_create(const eli_model *m, int64_t n_ctx, int64_t n_ubatch,
     kv->n_ctx = n_ctx;
     kv->layers = calloc((size_t)m->hp.n_layer, sizeof *kv->layers);
     if (!kv->layers) goto oom;
-    const size_t es = eli_kv_elem_size(type);
     for (int il = 0; il < m->hp.n_layer; il++) {
         const eli_layer *l = &m->layers[il];
         eli_kv_layer *c = &kv->layers[il];
         c->width = (int64_t)l->n_head_kv * l->head_dim;
+        c->row_bytes = eli_row_size(type, c->width);
         if (!l->has_kv) continue;
         int64_t ring = (int64_t)m->hp.n_swa + n_ubatch;
         c->n_cells = l->is_swa && ring < n_ctx ? ring : n_ctx;
-        size_t bytes = (size_t)c->n_cells * (size_t)c->width * es;
+        size_t bytes = (size_t)c->n_cells * c->row_bytes;
         c->k = malloc(bytes);
         c->v = malloc(bytes);
         c->cell_pos = malloc((size_t)c->n_cells * sizeof *c->cell_pos);
@@ -70,19 +90,29 @@ void eli_kv_store(eli_kv_cache *kv, int il, int32_t pos, const float *k, const f
     eli_kv_layer *c = &kv->layers[il];
     int64_t cell = pos % c->n_cells;
     c->cell_pos[cell] = pos;
-    if (kv->type == ELI_TYPE_F16) {
-        eli_fp16 *K = (eli_fp16 *)c->k + cell * c->width, *V = (eli_fp16 *)c->v + cell * c->width;
-        for (int64_t i = 0; i < c->width; i++) {
-            K[i] = eli_fp32_to_fp16(k[i]);
-            V[i] = eli_fp32_to_fp16(v[i]);
-        }
-    } else {
-        memcpy((float *)c->k + cell * c->width, k, (size_t)c->width * sizeof(float));
-        memcpy((float *)c->v + cell * c->width, v, (size_t)c->width * sizeof(float));
-    }
+    eli_quantize_row(kv->type, k, c->k + (size_t)cell * c->row_bytes, c->width);
+    eli_quantize_row(kv->type, v, c->v + (size_t)cell * c->row_bytes, c->width);
 }
 
 int eli_kv_has(const eli_kv_cache *kv, int il, int32_t pos) {
     const eli_kv_layer *c = &kv->layers[il];
     return c->cell_pos && pos >= 0 && c->cell_pos[pos % c->n_cells] == pos;
+}
+
+int eli_kv_truncate(eli_kv_cache *kv, int32_t n_keep, int n_swa) {
+    /* A query at n_keep (the next position) sees n_keep - n_swa + 1 .. n_keep - 1 on sliding layers and
+     * everything on full layers (full caches never overwrite). */
+    for (int il = 0; il < kv->n_layer; il++) {
+        const eli_kv_layer *c = &kv->layers[il];
+        if (!c->cell_pos || c->n_cells >= kv->n_ctx) continue;
+        int32_t lo = n_keep - n_swa + 1 > 0 ? n_keep - n_swa + 1 : 0;
+        for (int32_t p = lo; p < n_keep; p++)
+            if (!eli_kv_has(kv, il, p)) return 0;
+    }
+    for (int il = 0; il < kv->n_layer; il++) {
+        eli_kv_layer *c = &kv->layers[il];
+        for (int64_t i = 0; c->cell_pos && i < c->n_cells; i++)
+            if (c->cell_pos[i] >= n_keep) c->cell_pos[i] = -1;
+    }
+    return 1;
 }

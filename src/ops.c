@@ -91,41 +91,37 @@ void eli_softcap(float *x, int64_t n, float c) {
     for (int64_t i = 0; i < n; i++) x[i] = tanhf(x[i] * inv) * c;
 }
 
-void eli_attend(const float *q, int d, const void *k_head, const void *v_head, uint32_t kv_type, int64_t row_elems,
-                int64_t n_cells, int32_t p_lo, int32_t p_hi, float *scores, float *out) {
+void eli_attend(const float *q, int d, const uint8_t *k_head, const uint8_t *v_head, uint32_t kv_type,
+                size_t row_bytes, int64_t n_cells, int32_t p_lo, int32_t p_hi, float *scores, float *tmp, float *out) {
     const int64_t n = (int64_t)p_hi - p_lo + 1;
-    if (kv_type == ELI_TYPE_F16) {
-        /* llama.cpp converts Q to the cache type before Q·K, and the probabilities before P·V. */
-        const eli_fp16 *K = k_head, *V = v_head;
-        float qh[1024];
-        for (int i = 0; i < d; i++) qh[i] = eli_fp16_to_fp32(eli_fp32_to_fp16(q[i]));
+    for (int i = 0; i < d; i++) out[i] = 0.0f;
+    if (kv_type == ELI_TYPE_F32) {
         for (int64_t j = 0; j < n; j++) {
-            const eli_fp16 *k = K + ((p_lo + j) % n_cells) * row_elems;
-            double s = 0.0;
-            for (int i = 0; i < d; i++) s += (double)(qh[i] * eli_fp16_to_fp32(k[i]));
-            scores[j] = (float)s;
+            const float *k = (const float *)(k_head + (size_t)((p_lo + j) % n_cells) * row_bytes);
+            float s = 0.0f;
+            for (int i = 0; i < d; i++) s += q[i] * k[i];
+            scores[j] = s;
         }
         eli_softmax(scores, n);
-        for (int i = 0; i < d; i++) out[i] = 0.0f;
         for (int64_t j = 0; j < n; j++) {
-            const eli_fp16 *v = V + ((p_lo + j) % n_cells) * row_elems;
-            const float p = eli_fp16_to_fp32(eli_fp32_to_fp16(scores[j]));
-            for (int i = 0; i < d; i++) out[i] += p * eli_fp16_to_fp32(v[i]);
+            const float *v = (const float *)(v_head + (size_t)((p_lo + j) % n_cells) * row_bytes);
+            for (int i = 0; i < d; i++) out[i] += scores[j] * v[i];
         }
         return;
     }
-    const float *K = k_head, *V = v_head;
-    for (int64_t j = 0; j < n; j++) {
-        const float *k = K + ((p_lo + j) % n_cells) * row_elems;
-        float s = 0.0f;
-        for (int i = 0; i < d; i++) s += q[i] * k[i];
-        scores[j] = s;
-    }
+    /* As llama.cpp: Q is converted to the cache type's dot-product format before Q·K. */
+    const eli_type_traits *tt = eli_type_info(kv_type);
+    float *vrow = tmp;
+    uint8_t *qc = (uint8_t *)(tmp + d);
+    eli_type_info(tt->vec_dot_type)->quantize(q, qc, d);
+    for (int64_t j = 0; j < n; j++)
+        scores[j] = tt->vec_dot(d, k_head + (size_t)((p_lo + j) % n_cells) * row_bytes, qc);
     eli_softmax(scores, n);
-    for (int i = 0; i < d; i++) out[i] = 0.0f;
     for (int64_t j = 0; j < n; j++) {
-        const float *v = V + ((p_lo + j) % n_cells) * row_elems;
-        for (int i = 0; i < d; i++) out[i] += scores[j] * v[i];
+        tt->dequantize(v_head + (size_t)((p_lo + j) % n_cells) * row_bytes, vrow, d);
+        /* an f16 V is multiplied with f16-rounded probabilities (llama.cpp's P·V on an f16 cache) */
+        const float p = kv_type == ELI_TYPE_F16 ? eli_fp16_to_fp32(eli_fp32_to_fp16(scores[j])) : scores[j];
+        for (int i = 0; i < d; i++) out[i] += p * vrow[i];
     }
 }
 

@@ -31,12 +31,12 @@ void eli_softmax(float *x, int64_t n);
 /* out[j] = c * tanh(x[j] / c). */
 void eli_softcap(float *x, int64_t n, float c);
 
-/* One head of attention: q (d floats) against the cache rows of positions [p_lo, p_hi]. Row of position
- * p is at cell p % n_cells; k_head / v_head point at this KV head's first element in cell 0; rows are
- * row_elems elements apart; kv_type is ELI_TYPE_F32 or ELI_TYPE_F16. scores needs p_hi - p_lo + 1
- * floats. Scale 1.0, no softcap (Gemma 4). */
-void eli_attend(const float *q, int d, const void *k_head, const void *v_head, uint32_t kv_type, int64_t row_elems,
-                int64_t n_cells, int32_t p_lo, int32_t p_hi, float *scores, float *out);
+/* One head of attention: q (d floats) against the cache rows of positions [p_lo, p_hi]. The row of
+ * position p is at cell p % n_cells, row_bytes apart; k_head / v_head point at this KV head's first
+ * element in cell 0; kv_type is any cache type (see kv_cache.h). scores needs p_hi - p_lo + 1 floats,
+ * tmp 2*d floats. Scale 1.0, no softcap (Gemma 4). */
+void eli_attend(const float *q, int d, const uint8_t *k_head, const uint8_t *v_head, uint32_t kv_type,
+                size_t row_bytes, int64_t n_cells, int32_t p_lo, int32_t p_hi, float *scores, float *tmp, float *out);
 
 /* y[t][r] = dot(W[mat] row r, x[t]) for T rows of x (each w->cols floats); y rows are w->rows floats.
  * Activations are converted to the weight's vec_dot format once, into scratch. Threads split the

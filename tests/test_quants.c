@@ -213,9 +213,9 @@ static void test_fp16(void) {
         {65504.0f, 0x7bff},       {65519.996f, 0x7bff},     {65520.0f, 0x7c00},       {1e9f, 0x7c00},
         {-INFINITY, 0xfc00},      {INFINITY, 0x7c00},       {0x1p-24f, 0x0001},       {0x1p-25f, 0x0000},
         {0x1.000002p-25f, 0x0001}, {0x1.8p-24f, 0x0002},    {0x1.4p-23f, 0x0002},     {0x1p-14f, 0x0400},
-        {0x1.ffcp-15f, 0x03ff},   {0x1.ffep-15f, 0x0400},   {0.1f, 0x2e66},           {1.0f / 3.0f, 0x3555},
+        {0x1.ff8p-15f, 0x03ff},   {0x1.ffcp-15f, 0x0400},   {0x1.ffap-15f, 0x03ff},   {0x1.ffep-15f, 0x0400},   {0.1f, 0x2e66},           {1.0f / 3.0f, 0x3555},
         {1.00048828125f, 0x3c00}, {1.00146484375f, 0x3c02}, {-1e-10f, 0x8000},        {FLT_MIN, 0x0000},
-        {2049.0f, 0x6800},        {2051.0f, 0x6802},        {0x1.002p0f, 0x3c01},
+        {2049.0f, 0x6800},        {2051.0f, 0x6802},        {0x1.0024p0f, 0x3c01},    {0x1.002p0f, 0x3c00},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const uint16_t h = eli_fp32_to_fp16(cases[i].f);
@@ -450,6 +450,21 @@ static double check_dot(uint32_t type, const void *xq, const float *y, int64_t n
         ref += (double)xd[i] * yd[i];
         mag += fabs((double)xd[i] * yd[i]);
     }
+    if (vdt == ELI_TYPE_Q8_1) {
+        /* Q4_1 / Q5_1 kernels take the weights' min term from Q8_1's s = fp16(d * sum(q)) instead of
+         * d16 * sum(q): by design the dot is sum((x - m) * y) + m * s per block. Reference likewise. */
+        const size_t xbs = eli_row_size(type, 32);
+        for (int64_t b = 0; b < n / 32; b++) {
+            eli_block_q8_1 yb;
+            memcpy(&yb, yq + b * sizeof yb, sizeof yb);
+            eli_fp16 mh;
+            memcpy(&mh, (const uint8_t *)xq + b * xbs + 2, sizeof mh); /* d, m lead both blocks */
+            double ysum = 0;
+            for (int i = 0; i < 32; i++) ysum += yd[b * 32 + i];
+            const double m = eli_fp16_to_fp32(mh);
+            ref += m * ((double)eli_fp16_to_fp32(yb.s) - ysum);
+        }
+    }
     const float got = eli_vec_dot(type, n, xq, yq);
     const float direct = t->vec_dot(n, xq, yq);
     const double err = fabs((double)got - ref);
@@ -615,7 +630,9 @@ static void test_golden_file(const gguf_file *master, const char *file) {
                     se += e * e;
                     sx += (double)xrow[i] * xrow[i];
                 }
-                const double rel = amax > 0 ? me / amax : me;
+                /* Relative to the block's largest value, but no finer than the fp16 subnormal range
+                 * (fp16 values below 2^-14 have an absolute error bound of 2^-25). */
+                const double rel = me / fmax(amax, 0x1p-14);
                 if (rel > s->worst_block) s->worst_block = rel;
             }
             /* (c) dot with an activation-like vector, on a sample of rows. */
@@ -644,7 +661,7 @@ static void test_golden_file(const gguf_file *master, const char *file) {
         if (!s->tensors) continue;
         const char *name = eli_type_name(ty);
         printf("  %-5s %3ld tensors: %6ld/%6ld rows bit-identical after re-quantization; "
-               "rms err/rms %.4f, max block err/amax %.4f (bound %.4f), dot err %.1e\n",
+               "rms err/rms %.4f, max block err/amax %.6f (bound %.6f), dot err %.1e\n",
                name, s->tensors, s->exact, s->rows, s->worst_rel_rms, s->worst_block, block_bound(ty), s->worst_dot);
         /* (a) llama-quantize used no imatrix here, so every row must be reproduced exactly. */
         CHECK(s->exact == s->rows, "%s: %s: only %ld of %ld rows bit-identical (%ld more within one step)", file, name,

@@ -8,6 +8,7 @@
 int cli_info(int argc, char **argv);
 int cli_logits(int argc, char **argv);
 int cli_tokenize(int argc, char **argv);
+int cli_chat_template(int argc, char **argv);
 
 /* Prints "eliza-infer: <msg>" to stderr and returns 1. */
 int cli_die(const char *fmt, ...)

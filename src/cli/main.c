@@ -17,6 +17,7 @@ static const cli_command commands[] = {
     {"info", cli_info, "print architecture, hyperparameters and tensor statistics of a GGUF"},
     {"logits", cli_logits, "write the logits of every position of a token sequence"},
     {"tokenize", cli_tokenize, "print the token ids of a text"},
+    {"chat-template", cli_chat_template, "print the Gemma 4 prompt for a JSON conversation"},
 };
 
 static void usage(FILE *out) {

@@ -1,0 +1,216 @@
+/* Logits of the engine vs llama.cpp's on the golden models (../shared/golden/models, see its README):
+ * the whole 96-token sequence as one batch with an f32 KV cache. F32 files: argmax equal at every
+ * position and mean KLD <= 1e-5; quantized files: mean KLD <= 1e-3 and argmax agreement >= 98%.
+ * Also: batch vs one token at a time, thread-count invariance, f16 KV, and the 16 greedy ids. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "forward.h"
+#include "quants.h"
+#include "test.h"
+
+#define N_TOK 96
+
+static int read_ids(const char *path, int32_t *ids, int cap) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int n = 0;
+    long v;
+    while (n < cap && fscanf(f, "%ld", &v) == 1) ids[n++] = (int32_t)v;
+    fclose(f);
+    return n;
+}
+
+static float *read_f32(const char *path, size_t n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    float *d = malloc(n * sizeof *d);
+    size_t got = d ? fread(d, sizeof *d, n, f) : 0;
+    fclose(f);
+    if (got != n) {
+        free(d);
+        return NULL;
+    }
+    return d;
+}
+
+typedef struct {
+    double mean_kld, max_kld, argmax_agree, max_abs;
+} cmp_stats;
+
+/* KLD(ref || ours) per row in float64, as the golden README defines it. */
+static cmp_stats compare(const float *ref, const float *ours, int rows, int n_vocab) {
+    cmp_stats s = {0, 0, 0, 0};
+    for (int r = 0; r < rows; r++) {
+        const float *a = ref + (size_t)r * n_vocab, *b = ours + (size_t)r * n_vocab;
+        double ma = -INFINITY, mb = -INFINITY;
+        int ia = 0, ib = 0;
+        for (int j = 0; j < n_vocab; j++) {
+            if (a[j] > ma) ma = a[j], ia = j;
+            if (b[j] > mb) mb = b[j], ib = j;
+            double d = fabs((double)a[j] - b[j]);
+            if (d > s.max_abs) s.max_abs = d;
+        }
+        double sa = 0, sb = 0;
+        for (int j = 0; j < n_vocab; j++) sa += exp(a[j] - ma), sb += exp(b[j] - mb);
+        double la = log(sa) + ma, lb = log(sb) + mb, kld = 0;
+        for (int j = 0; j < n_vocab; j++) {
+            double pa = a[j] - la, pb = b[j] - lb;
+            kld += exp(pa) * (pa - pb);
+        }
+        s.mean_kld += kld / rows;
+        if (kld > s.max_kld) s.max_kld = kld;
+        s.argmax_agree += ia == ib;
+    }
+    s.argmax_agree /= rows;
+    return s;
+}
+
+static float *run(const eli_model *m, const int32_t *ids, int n, uint32_t kv, int threads, int step) {
+    eli_context_params p = eli_context_default_params();
+    p.n_ctx = 128;
+    p.kv_type = kv;
+    p.n_threads = threads;
+    eli_error err = {0};
+    eli_context *c = eli_context_create(m, &p, &err);
+    if (!c) {
+        fprintf(stderr, "context: %s\n", err.msg);
+        return NULL;
+    }
+    float *logits = malloc(sizeof(float) * (size_t)n * m->hp.n_vocab);
+    int rc = 0;
+    if (step)
+        for (int i = 0; i < n && !rc; i++) rc = eli_decode(c, ids + i, 1, logits + (size_t)i * m->hp.n_vocab, 0, &err);
+    else
+        rc = eli_decode(c, ids, n, logits, 1, &err);
+    if (rc) {
+        fprintf(stderr, "decode: %s\n", err.msg);
+        free(logits);
+        logits = NULL;
+    }
+    eli_context_free(c);
+    return logits;
+}
+
+static int argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+/* 16 greedy tokens after the sequence, one at a time, as the golden greedy files were made. */
+static void check_greedy(const eli_model *m, const int32_t *ids, const char *greedy_path, const char *name) {
+    int32_t want[16];
+    int nw = read_ids(greedy_path, want, 16);
+    CHECK(nw == 16, "%s: cannot read %s", name, greedy_path);
+    if (nw != 16) return;
+    eli_context_params p = eli_context_default_params();
+    p.n_ctx = 128;
+    p.kv_type = ELI_TYPE_F32;
+    eli_error err = {0};
+    eli_context *c = eli_context_create(m, &p, &err);
+    float *logits = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
+    int rc = eli_decode(c, ids, N_TOK, logits, 0, &err);
+    int same = 0;
+    for (int i = 0; i < 16 && !rc; i++) {
+        int32_t t = argmax(logits, m->hp.n_vocab);
+        same += t == want[i];
+        rc = eli_decode(c, &t, 1, logits, 0, &err);
+    }
+    CHECK(!rc && same == 16, "%s: greedy continuation matches %d/16 (%s)", name, same, err.msg);
+    free(logits);
+    eli_context_free(c);
+}
+
+static void check_model(const char *model, const char *base, int is_f32) {
+    char path[256], tok[256], ref[256], greedy[256];
+    snprintf(path, sizeof path, "golden/models/%s.gguf", model);
+    snprintf(tok, sizeof tok, "golden/models/%s.tokens.txt", base);
+    snprintf(ref, sizeof ref, "golden/models/%s.logits.f32", model);
+    snprintf(greedy, sizeof greedy, "golden/models/%s.greedy.txt", model);
+    eli_error err = {0};
+    eli_model *m = eli_model_load(eli_shared_path(path), &err);
+    CHECK(m != NULL, "%s: %s", model, err.msg);
+    if (!m) return;
+    int32_t ids[N_TOK];
+    CHECK(read_ids(eli_shared_path(tok), ids, N_TOK) == N_TOK, "%s: cannot read tokens", model);
+    const int V = m->hp.n_vocab;
+    float *want = read_f32(eli_shared_path(ref), (size_t)N_TOK * V);
+    CHECK(want != NULL, "%s: cannot read reference logits", model);
+    float *got = run(m, ids, N_TOK, ELI_TYPE_F32, 2, 0);
+    CHECK(got != NULL, "%s: forward failed", model);
+    if (want && got) {
+        cmp_stats s = compare(want, got, N_TOK, V);
+        printf("%-20s batch f32 KV: mean KLD %.3g  max KLD %.3g  argmax %.1f%%  max|diff| %.3g\n", model, s.mean_kld,
+               s.max_kld, 100 * s.argmax_agree, s.max_abs);
+        if (is_f32) {
+            CHECK(s.argmax_agree >= 1.0 && s.mean_kld <= 1e-5, "%s: KLD %.3g argmax %.3f", model, s.mean_kld,
+                  s.argmax_agree);
+        } else {
+            CHECK(s.argmax_agree >= 0.98 && s.mean_kld <= 1e-3, "%s: KLD %.3g argmax %.3f", model, s.mean_kld,
+                  s.argmax_agree);
+        }
+        /* one token at a time must agree with the batch */
+        float *step = run(m, ids, N_TOK, ELI_TYPE_F32, 2, 1);
+        if (step) {
+            cmp_stats d = compare(got, step, N_TOK, V);
+            printf("%-20s batch vs step: max|diff| %.3g  mean KLD %.3g\n", model, d.max_abs, d.mean_kld);
+            if (is_f32) CHECK(d.max_abs <= 1e-4, "%s: batch vs step max|diff| %.3g", model, d.max_abs);
+            else CHECK(d.mean_kld <= 1e-6, "%s: batch vs step KLD %.3g", model, d.mean_kld);
+        }
+        free(step);
+        /* the thread count must not change a single bit */
+        float *one = run(m, ids, N_TOK, ELI_TYPE_F32, 1, 0);
+        CHECK(one && !memcmp(one, got, sizeof(float) * (size_t)N_TOK * V), "%s: 1 thread differs from 2", model);
+        free(one);
+        /* an f16 cache moves the logits by about llama.cpp's own f16-vs-f32 noise floor */
+        float *h = run(m, ids, N_TOK, ELI_TYPE_F16, 2, 0);
+        if (h) {
+            cmp_stats s16 = compare(want, h, N_TOK, V);
+            printf("%-20s batch f16 KV: mean KLD %.3g  argmax %.1f%%\n", model, s16.mean_kld, 100 * s16.argmax_agree);
+            CHECK(s16.mean_kld <= (is_f32 ? 1e-5 : 1e-3), "%s: f16 KV KLD %.3g", model, s16.mean_kld);
+        }
+        free(h);
+    }
+    check_greedy(m, ids, eli_shared_path(greedy), model);
+    free(want);
+    free(got);
+    eli_model_free(m);
+}
+
+int main(void) {
+    check_model("e2b-mini-f32", "e2b-mini", 1);
+    check_model("e2b-mini-f16", "e2b-mini", 0);
+    check_model("e2b-mini-q8_0", "e2b-mini", 0);
+    check_model("e2b-mini-q6_k", "e2b-mini", 0);
+    check_model("e2b-mini-q4_k_m", "e2b-mini", 0);
+    check_model("e2b-mini-q4_0", "e2b-mini", 0);
+    check_model("dense-kv-mini-f32", "dense-kv-mini", 1);
+    check_model("moe-mini-f32", "moe-mini", 1);
+
+    /* bad token ids and overflow are errors, not crashes */
+    eli_error err = {0};
+    eli_model *m = eli_model_load(eli_shared_path("golden/models/e2b-mini-f32.gguf"), &err);
+    CHECK(m != NULL, "%s", err.msg);
+    if (m) {
+        eli_context_params p = eli_context_default_params();
+        p.n_ctx = 8;
+        eli_context *c = eli_context_create(m, &p, &err);
+        int32_t bad[2] = {5, 1024};
+        CHECK(eli_decode(c, bad, 2, NULL, 0, &err) == ELI_ERR_INVALID_ARG && strstr(err.msg, "1024"),
+              "out-of-range id: %s", err.msg);
+        CHECK(eli_context_n_past(c) == 0, "a rejected batch must not advance");
+        int32_t neg = -3;
+        CHECK(eli_decode(c, &neg, 1, NULL, 0, &err) == ELI_ERR_INVALID_ARG && strstr(err.msg, "-3"), "negative id");
+        int32_t many[9] = {2, 5, 6, 7, 8, 9, 10, 11, 12};
+        CHECK(eli_decode(c, many, 9, NULL, 0, &err) == ELI_ERR_INVALID_ARG && strstr(err.msg, "overflow"),
+              "overflow: %s", err.msg);
+        CHECK(eli_decode(c, many, 8, NULL, 0, &err) == ELI_OK, "8 tokens fit: %s", err.msg);
+        eli_context_free(c);
+        eli_model_free(m);
+    }
+    TEST_MAIN_END();
+}
