@@ -9,7 +9,6 @@ CC ?= cc
 all:
 	@cmake -S . -B $(BUILD) -DCMAKE_C_COMPILER=$(CC) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
-	@ln -sf libelizainference.so $(BUILD)/libelizainference.so 2>/dev/null || true
 
 test: all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

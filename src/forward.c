@@ -34,7 +34,7 @@ struct eli_context {
 };
 
 eli_context_params eli_context_default_params(void) {
-    eli_context_params p = {0, 512, ELI_TYPE_F16, 0};
+    eli_context_params p = {0, 512, ELI_TYPE_F16, 0, 0};
     return p;
 }
 
@@ -233,7 +233,7 @@ static int moe_experts(eli_context *c, const eli_layer *l, const float *h1, cons
     for (int64_t i = 0; i < E; i++) rn[i] = rn[i] * inv_sqrt_e * l->gate_inp_scale[i];
     float probs[4096];
     if ((rc = eli_matmul(c->pool, &l->gate_inp, 0, rn, 1, probs, &c->qbuf))) return rc;
-    eli_softmax(probs, X);
+    eli_softmax_inplace(probs, X);
     /* top-k by probability, highest first */
     int sel[4096];
     char used[4096];

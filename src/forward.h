@@ -16,6 +16,7 @@ typedef struct eli_context_params {
     int64_t n_ubatch; /* tokens per forward chunk (also sizes the sliding-window rings); 0 = 512 */
     uint32_t kv_type; /* cache type, ELI_TYPE_F16 by default (see eli_kv_type_from_name) */
     int n_threads;    /* 0 = number of online CPUs */
+    int reference_kernels; /* 1: plain scalar reference kernels only (the "reference" backend) */
 } eli_context_params;
 
 eli_context_params eli_context_default_params(void);

@@ -193,7 +193,7 @@ static int parse_string(parser *p, char **out, size_t *out_len) {
         case 'r': buf[o++] = '\r'; break;
         case 't': buf[o++] = '\t'; break;
         default: { /* 'u', validated above */
-            uint32_t cp, lo;
+            uint32_t cp = 0, lo = 0;
             hex4(p->s + i + 2, &cp);
             if (cp >= 0xD800 && cp <= 0xDBFF) {
                 hex4(p->s + i + 8, &lo);

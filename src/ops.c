@@ -74,7 +74,7 @@ void eli_rope_neox(float *x, int n_head, int head_dim, int n_rot, int32_t pos, f
     }
 }
 
-void eli_softmax(float *x, int64_t n) {
+void eli_softmax_inplace(float *x, int64_t n) {
     float mx = -INFINITY;
     for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
     double sum = 0.0;
@@ -102,7 +102,7 @@ void eli_attend(const float *q, int d, const uint8_t *k_head, const uint8_t *v_h
             for (int i = 0; i < d; i++) s += q[i] * k[i];
             scores[j] = s;
         }
-        eli_softmax(scores, n);
+        eli_softmax_inplace(scores, n);
         for (int64_t j = 0; j < n; j++) {
             const float *v = (const float *)(v_head + (size_t)((p_lo + j) % n_cells) * row_bytes);
             for (int i = 0; i < d; i++) out[i] += scores[j] * v[i];
@@ -116,7 +116,7 @@ void eli_attend(const float *q, int d, const uint8_t *k_head, const uint8_t *v_h
     eli_type_info(tt->vec_dot_type)->quantize(q, qc, d);
     for (int64_t j = 0; j < n; j++)
         scores[j] = tt->vec_dot(d, k_head + (size_t)((p_lo + j) % n_cells) * row_bytes, qc);
-    eli_softmax(scores, n);
+    eli_softmax_inplace(scores, n);
     for (int64_t j = 0; j < n; j++) {
         tt->dequantize(v_head + (size_t)((p_lo + j) % n_cells) * row_bytes, vrow, d);
         /* an f16 V is multiplied with f16-rounded probabilities (llama.cpp's P·V on an f16 cache) */

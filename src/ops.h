@@ -27,7 +27,7 @@ float eli_gelu(float x);
 /* In place NEOX RoPE on n_head vectors of head_dim floats: pairs (i, i + n_rot/2) for i < n_rot/2. */
 void eli_rope_neox(float *x, int n_head, int head_dim, int n_rot, int32_t pos, float base, const float *freq_factors);
 /* In place softmax of n values (max-subtracted, double sum). */
-void eli_softmax(float *x, int64_t n);
+void eli_softmax_inplace(float *x, int64_t n);
 /* out[j] = c * tanh(x[j] / c). */
 void eli_softcap(float *x, int64_t n, float c);
 

@@ -1095,9 +1095,13 @@ int eli_decoder_feed(eli_decoder *d, int32_t id, const char **out, size_t *out_l
     d->buf.n = 0;
     if (bb_append(&d->buf, d->held, d->n_held) || bb_append(&d->buf, p, len))
         return eli_fail(err, ELI_ERR_OOM, "decoder: out of memory");
+    if (d->buf.n == 0) { /* an empty piece and nothing held */
+        *out = "";
+        return ELI_OK;
+    }
     size_t tail = incomplete_tail((const uint8_t *)d->buf.p, d->buf.n);
     d->n_held = tail;
-    memcpy(d->held, d->buf.p + d->buf.n - tail, tail);
+    if (tail) memcpy(d->held, d->buf.p + d->buf.n - tail, tail);
     *out = d->buf.p;
     *out_len = d->buf.n - tail;
     return ELI_OK;

@@ -58,14 +58,16 @@ int32_t eli_tokenizer_unk(const eli_tokenizer *t);
 int32_t eli_tokenizer_pad(const eli_tokenizer *t);
 /* Whether add_special prepends BOS (always 1 for gemma4). */
 int eli_tokenizer_add_bos(const eli_tokenizer *t);
+/* Entries of tokenizer.ggml.merges (rank = index), including any that can never apply. */
 int eli_tokenizer_n_merges(const eli_tokenizer *t);
 
 /* The token's text as stored in the vocabulary (with '▁' for spaces, `<0x41>` for byte tokens); not
  * NUL-terminated, *len receives its length. NULL for an id out of range. */
 const char *eli_tokenizer_token_text(const eli_tokenizer *t, int32_t id, size_t *len);
-/* The bytes the token renders to in detokenization (spaces restored, byte tokens as their byte, special
- * tokens as their text) as if unparse_special were on; the same rule as eli_detokenize for one token
- * when unparse_special is off (CONTROL tokens render empty then). NULL for an id out of range. */
+/* The bytes the token renders to in detokenization (llama.cpp's token_to_piece): NORMAL tokens with
+ * '▁' turned back into ' ', BYTE tokens as their one byte, USER_DEFINED tokens as their text, CONTROL
+ * tokens as their text only when unparse_special (empty otherwise). Not NUL-terminated; NULL for an id
+ * out of range. */
 const char *eli_tokenizer_token_piece(const eli_tokenizer *t, int32_t id, int unparse_special, size_t *len);
 /* Token id of an exact vocabulary text, or -1. */
 int32_t eli_tokenizer_find(const eli_tokenizer *t, const char *text, size_t len);

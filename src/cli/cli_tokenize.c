@@ -7,6 +7,7 @@
  * brackets). The second reads one JSON object per line with "text", "add_special" (default true) and
  * "parse_special" (default false) and prints one JSON array of ids per input line, all in one process
  * so that the vocabulary is loaded once. */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,8 +18,8 @@
 #include "json.h"
 #include "tokenizer.h"
 
-static void usage(FILE *out) {
-    fprintf(out,
+static void usage(void) {
+    printf(
             "usage: eliza-infer tokenize -m FILE [--no-bos] [--parse-special] [--text STR]\n"
             "       eliza-infer tokenize -m FILE --jsonl CASES.jsonl\n"
             "\n"
@@ -71,7 +72,7 @@ static void print_ids(const int32_t *ids, size_t n, int json) {
 /* One JSONL file: returns the exit status. */
 static int run_jsonl(const eli_tokenizer *tok, const char *path) {
     FILE *fp = fopen(path, "rb");
-    if (!fp) return cli_die("%s: cannot open", path);
+    if (!fp) return cli_die("%s: cannot open: %s", path, strerror(errno));
     size_t len;
     char *all = read_stream(fp, &len);
     fclose(fp);
@@ -124,7 +125,7 @@ int cli_tokenize(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
+            usage();
             return 0;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "--text") || !strcmp(a, "--jsonl")) {
             if (i + 1 >= argc) {
@@ -143,14 +144,12 @@ int cli_tokenize(int argc, char **argv) {
         } else if (!strcmp(a, "--parse-special")) {
             parse_special = 1;
         } else {
-            fprintf(stderr, "eliza-infer: tokenize: unknown option '%s'\n", a);
-            usage(stderr);
+            fprintf(stderr, "eliza-infer: tokenize: unknown option '%s' (see 'eliza-infer tokenize --help')\n", a);
             return 2;
         }
     }
     if (!model) {
-        fprintf(stderr, "eliza-infer: tokenize: -m FILE is required\n");
-        usage(stderr);
+        fprintf(stderr, "eliza-infer: tokenize: -m FILE is required (see 'eliza-infer tokenize --help')\n");
         return 2;
     }
     if (jsonl && (text || !add_special || parse_special)) {

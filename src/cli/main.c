@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -16,6 +17,8 @@ typedef struct {
 static const cli_command commands[] = {
     {"info", cli_info, "print architecture, hyperparameters and tensor statistics of a GGUF"},
     {"logits", cli_logits, "write the logits of every position of a token sequence"},
+    {"run", cli_run, "generate text from a prompt, streaming it to stdout"},
+    {"chat", cli_chat, "interactive multi-turn chat"},
     {"tokenize", cli_tokenize, "print the token ids of a text"},
     {"chat-template", cli_chat_template, "print the Gemma 4 prompt for a JSON conversation"},
 };
@@ -56,6 +59,25 @@ int cli_parse_float(const char *opt, const char *s, double *out) {
     if (errno || end == s || *end || v != v) return cli_die("%s: '%s' is not a number", opt, s), -1;
     *out = v;
     return 0;
+}
+
+/* The embedded default model: eliza-1-nano next to the binary (build tree: <exe>/../models, installed:
+ * <prefix>/share/elizainference/models), never the current directory. */
+char *cli_default_model(void) {
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return NULL;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash) return NULL;
+    *slash = '\0';
+    static const char *const rel[] = {"/../models/eliza-1-nano", "/../share/elizainference/models/eliza-1-nano"};
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s%s/text/eliza-1-nano.gguf", exe, rel[i]);
+        if (access(path, R_OK) == 0) return strdup(path);
+    }
+    return NULL;
 }
 
 int main(int argc, char **argv) {

@@ -1,0 +1,59 @@
+/* The backend seam behind the one pipe (../shared/spec/ffi.md, "Backends behind the one pipe").
+ *
+ * A backend is a table of function pointers: identity and probes (name, available, can_serve,
+ * preference_rank) and the stream operations over its own opaque session type. The registry holds every
+ * backend compiled in; eli_backend_select applies the selection rule at every stream open:
+ *   1. ELIZA_LLM_BACKEND set and non-empty: hard select by name. The built-in names select the built-in
+ *      engine; any other name must be registered, available and able to serve the bundle, else the open
+ *      fails naming the reason. No silent fallback.
+ *   2. Otherwise the available, can-serve backend with the highest rank above 0; none: the built-in engine.
+ */
+#ifndef ELI_BACKEND_H
+#define ELI_BACKEND_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "eliza_inference.h"
+#include "error.h"
+#include "model.h"
+#include "tokenizer.h"
+
+/* What a backend gets from the context when it opens a stream. */
+typedef struct eli_backend_env {
+    const char *bundle_dir;
+    const char *text_path;  /* the bundle's text model */
+    const char *mtp_path;   /* the bundle's drafter, NULL if none */
+    const eli_model *model; /* loaded text model (shared, read-only) */
+    const eli_tokenizer *tok;
+} eli_backend_env;
+
+typedef struct eli_backend_session eli_backend_session;
+
+typedef struct eli_backend {
+    const char *name;
+    int (*available)(void);                    /* compiled in and host dependencies present; cheap */
+    int (*can_serve)(const char *bundle_dir);  /* cheap probe for its artifact */
+    int (*preference_rank)(void);              /* higher wins; the built-in engine is 0 */
+    eli_backend_session *(*open)(const eli_backend_env *env, const eliza_llm_stream_config_t *cfg, eli_error *err);
+    /* cancel is the stream's flag, polled between batches and tokens */
+    int (*prefill)(eli_backend_session *s, const int32_t *ids, size_t n, const atomic_int *cancel, eli_error *err);
+    int (*next)(eli_backend_session *s, int32_t *tokens_out, size_t tokens_cap, size_t *num_tokens_out, char *text_out,
+                size_t text_cap, int32_t *drafted, int32_t *accepted, const atomic_int *cancel, eli_error *err);
+    int (*reset)(eli_backend_session *s);
+    /* returns the number of positions kept (0 = full reset when it cannot keep a prefix); never fails */
+    int (*reset_keep)(eli_backend_session *s, int32_t n_keep);
+    int (*save)(eli_backend_session *s, const char *path, eli_error *err);
+    int (*restore)(eli_backend_session *s, const char *path, eli_error *err);
+    void (*close)(eli_backend_session *s);
+} eli_backend;
+
+/* The built-in engine ("builtin"; also selected by "cpu" and "eliza"). */
+const eli_backend *eli_backend_builtin(void);
+/* Registered backends, NULL-terminated. */
+const eli_backend *const *eli_backend_registry(void);
+/* Applies the selection rule above (reads ELIZA_LLM_BACKEND). NULL + err when the hard select fails. */
+const eli_backend *eli_backend_select(const char *bundle_dir, eli_error *err);
+
+#endif

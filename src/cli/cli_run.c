@@ -1,0 +1,186 @@
+/* eliza-infer run [-m FILE] -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p M]
+ *                 [--repeat-penalty R] [--seed S] [--chat] [--system TEXT] [-t N] [--ctx N] [--kv TYPE]
+ * Streams the generated text to stdout and prints a stats line to stderr. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "chat.h"
+#include "cli.h"
+#include "engine.h"
+#include "json.h"
+#include "kv_cache.h"
+
+static int usage(void) {
+    fprintf(stderr,
+            "usage: eliza-infer run [-m FILE] -p TEXT [options]\n"
+            "  -m FILE            model GGUF (default: the embedded eliza-1-nano)\n"
+            "  -p TEXT            prompt (an empty prompt is fine)\n"
+            "  -n N               tokens to generate (default 128; 0 = until end of generation)\n"
+            "  --temp T           temperature (default 0.8; 0 = greedy)\n"
+            "  --top-k K --top-p P --min-p M --repeat-penalty R --seed S\n"
+            "  --chat             wrap the prompt in the Gemma 4 chat template (one user turn)\n"
+            "  --system TEXT      system prompt (with --chat)\n"
+            "  -t N               threads    --ctx N  context size (default 4096)    --kv TYPE  KV cache type\n");
+    return 2;
+}
+
+double cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int cli_parse_gen_option(int argc, char **argv, int *i, eli_gen_params *p) {
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    long long x;
+    double f;
+    if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+        if (cli_parse_int(a, v, 0, INT32_MAX, &x)) return -1;
+        p->max_tokens = x;
+    } else if (!strcmp(a, "--temp")) {
+        if (cli_parse_float(a, v, &f)) return -1;
+        p->sampling.temperature = (float)f;
+    } else if (!strcmp(a, "--top-k")) {
+        if (cli_parse_int(a, v, 0, INT32_MAX, &x)) return -1;
+        p->sampling.top_k = (int32_t)x;
+    } else if (!strcmp(a, "--top-p")) {
+        if (cli_parse_float(a, v, &f)) return -1;
+        p->sampling.top_p = (float)f;
+    } else if (!strcmp(a, "--min-p")) {
+        if (cli_parse_float(a, v, &f)) return -1;
+        p->sampling.min_p = (float)f;
+    } else if (!strcmp(a, "--repeat-penalty")) {
+        if (cli_parse_float(a, v, &f)) return -1;
+        p->sampling.repeat_penalty = (float)f;
+    } else if (!strcmp(a, "--seed")) {
+        if (cli_parse_int(a, v, 0, INT64_MAX, &x)) return -1;
+        p->sampling.seed = (uint64_t)x;
+    } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+        if (cli_parse_int(a, v, 1, 1024, &x)) return -1;
+        p->ctx.n_threads = (int)x;
+    } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
+        if (cli_parse_int(a, v, 1, INT32_MAX, &x)) return -1;
+        p->ctx.n_ctx = x;
+    } else if (!strcmp(a, "--kv")) {
+        if (!v || eli_kv_type_from_name(v, &p->ctx.kv_type))
+            return cli_die("--kv: unknown cache type '%s'", v ? v : ""), -1;
+    } else {
+        return 0; /* not a generation option */
+    }
+    (*i)++;
+    return 1;
+}
+
+int cli_load(const char *path, eli_model **m, eli_tokenizer **tok) {
+    char *dflt = NULL;
+    if (!path) {
+        dflt = cli_default_model();
+        if (!dflt) return cli_die("no -m given and the embedded model eliza-1-nano is not installed next to this binary");
+        path = dflt;
+    }
+    eli_error err = {0};
+    *m = eli_model_load(path, &err);
+    free(dflt);
+    if (!*m) return cli_die("%s", err.msg);
+    *tok = eli_tokenizer_load((*m)->file, &err);
+    if (!*tok) {
+        eli_model_free(*m);
+        return cli_die("%s", err.msg);
+    }
+    return 0;
+}
+
+/* Renders one user turn (and an optional system turn) with the chat template. */
+char *cli_chat_prompt(const char *system, const char *user) {
+    char *qs = system ? eli_json_quote(system, strlen(system)) : NULL;
+    char *qu = eli_json_quote(user, strlen(user));
+    size_t n = (qs ? strlen(qs) : 0) + (qu ? strlen(qu) : 0) + 128;
+    char *doc = malloc(n);
+    char *out = NULL;
+    if (qu && doc) {
+        if (qs) snprintf(doc, n, "[{\"role\":\"system\",\"content\":%s},{\"role\":\"user\",\"content\":%s}]", qs, qu);
+        else snprintf(doc, n, "[{\"role\":\"user\",\"content\":%s}]", qu);
+        eli_error err = {0};
+        eli_json *msgs = eli_json_parse(doc, strlen(doc), &err);
+        eli_chat_options opt = eli_chat_default_options();
+        size_t len;
+        if (!msgs || eli_chat_render(msgs, &opt, &out, &len, &err)) cli_die("chat template: %s", err.msg);
+        eli_json_free(msgs);
+    }
+    free(qs), free(qu), free(doc);
+    return out;
+}
+
+int cli_run(int argc, char **argv) {
+    const char *path = NULL, *prompt = NULL, *system = NULL;
+    int chat = 0;
+    eli_gen_params p = eli_gen_default_params();
+    p.max_tokens = 128;
+    p.ctx.n_ctx = 4096;
+    for (int i = 1; i < argc; i++) {
+        int r = cli_parse_gen_option(argc, argv, &i, &p);
+        if (r < 0) return 2;
+        if (r) continue;
+        if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) path = argv[++i];
+        else if ((!strcmp(argv[i], "-p") || !strcmp(argv[i], "--prompt")) && i + 1 < argc) prompt = argv[++i];
+        else if (!strcmp(argv[i], "--system") && i + 1 < argc) system = argv[++i];
+        else if (!strcmp(argv[i], "--chat")) chat = 1;
+        else if (!strcmp(argv[i], "--help")) return usage(), 0;
+        else return cli_die("run: unknown option '%s'", argv[i]), usage();
+    }
+    if (!prompt) return usage();
+    eli_model *m;
+    eli_tokenizer *tok;
+    if (cli_load(path, &m, &tok)) return 1;
+    char *text = chat ? cli_chat_prompt(system, prompt) : NULL;
+    int rc = 1;
+    eli_error err = {0};
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    eli_gen *g = NULL;
+    if (chat && !text) goto done;
+    /* a rendered chat prompt already starts with <bos> and uses special-token text */
+    if (eli_tokenize(tok, chat ? text : prompt, strlen(chat ? text : prompt), !chat, chat, &ids, &n_ids, &err)) {
+        cli_die("%s", err.msg);
+        goto done;
+    }
+    if (!(g = eli_gen_create(m, tok, &p, &err))) {
+        cli_die("%s", err.msg);
+        goto done;
+    }
+    double t0 = cli_now();
+    if (eli_gen_prefill(g, ids, n_ids, NULL, &err)) {
+        cli_die("%s", err.msg);
+        goto done;
+    }
+    double t1 = cli_now(), t_first = 0;
+    int32_t toks[16];
+    char buf[512];
+    for (;;) {
+        size_t n;
+        int r = eli_gen_next(g, toks, 1, &n, buf, sizeof buf, NULL, &err);
+        if (r < 0) {
+            cli_die("%s", err.msg);
+            goto done;
+        }
+        if (n && !t_first) t_first = cli_now();
+        fputs(buf, stdout);
+        fflush(stdout);
+        if (r == 1) break;
+    }
+    double t2 = cli_now();
+    const int64_t gen = eli_gen_n_generated(g);
+    fprintf(stderr, "\n[prompt %zu tokens, %.1f tok/s | generated %lld tokens, %.1f tok/s | time to first token %.1f ms]\n",
+            n_ids, n_ids ? (double)n_ids / (t1 - t0) : 0.0, (long long)gen,
+            gen > 1 && t_first ? (double)(gen - 1) / (t2 - t_first) : 0.0, t_first ? 1e3 * (t_first - t0) : 0.0);
+    rc = 0;
+done:
+    eli_gen_free(g);
+    free(ids);
+    free(text);
+    eli_tokenizer_free(tok);
+    eli_model_free(m);
+    return rc;
+}

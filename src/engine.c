@@ -1,0 +1,403 @@
+/* The built-in engine's generation session (engine.h) and its two backend tables: "builtin" (the fast
+ * kernels for this CPU) and "reference" (the same engine on the plain scalar kernels only). */
+#include "engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "quants.h"
+
+struct eli_gen {
+    const eli_model *m;
+    const eli_tokenizer *tok;
+    eli_gen_params p;
+    eli_context *ctx;
+    eli_sampler *smp;
+    eli_decoder *dec;
+
+    int32_t *tokens; /* committed positions */
+    int64_t n_tokens, cap_tokens;
+    int pending;      /* tokens[n_tokens - 1] is emitted but not yet in the KV cache */
+    float *logits;    /* next-token logits after the last position in the KV cache */
+    int logits_valid;
+
+    int64_t n_generated;
+    int done;
+    char *carry; /* decoded text not yet delivered (a step stops before overflowing text_cap) */
+    size_t n_carry, cap_carry;
+};
+
+eli_gen_params eli_gen_default_params(void) {
+    eli_gen_params p;
+    p.ctx = eli_context_default_params();
+    p.sampling = eli_sampler_default_params();
+    p.max_tokens = 0;
+    return p;
+}
+
+void eli_gen_free(eli_gen *g) {
+    if (!g) return;
+    eli_context_free(g->ctx);
+    eli_sampler_free(g->smp);
+    eli_decoder_free(g->dec);
+    free(g->tokens);
+    free(g->logits);
+    free(g->carry);
+    free(g);
+}
+
+eli_gen *eli_gen_create(const eli_model *m, const eli_tokenizer *tok, const eli_gen_params *p, eli_error *err) {
+    if (eli_tokenizer_n_vocab(tok) > m->hp.n_vocab) {
+        eli_fail(err, ELI_ERR_INVALID_ARG, "tokenizer has %d tokens but the model only %d", eli_tokenizer_n_vocab(tok),
+                 m->hp.n_vocab);
+        return NULL;
+    }
+    eli_gen *g = calloc(1, sizeof *g);
+    if (!g) {
+        eli_fail(err, ELI_ERR_OOM, "out of memory");
+        return NULL;
+    }
+    g->m = m;
+    g->tok = tok;
+    g->p = p ? *p : eli_gen_default_params();
+    if (!(g->ctx = eli_context_create(m, &g->p.ctx, err))) goto fail;
+    if (eli_sampler_create(&g->p.sampling, m->hp.n_vocab, &g->smp, err)) goto fail;
+    if (!(g->dec = eli_decoder_new(tok, 0, err))) goto fail;
+    g->cap_tokens = 256;
+    g->tokens = malloc((size_t)g->cap_tokens * sizeof *g->tokens);
+    g->logits = malloc((size_t)m->hp.n_vocab * sizeof *g->logits);
+    if (!g->tokens || !g->logits) {
+        eli_fail(err, ELI_ERR_OOM, "out of memory");
+        goto fail;
+    }
+    return g;
+fail:
+    eli_gen_free(g);
+    return NULL;
+}
+
+int64_t eli_gen_n_committed(const eli_gen *g) { return g->n_tokens; }
+const int32_t *eli_gen_tokens(const eli_gen *g) { return g->tokens; }
+int64_t eli_gen_n_generated(const eli_gen *g) { return g->n_generated; }
+int eli_gen_done(const eli_gen *g) { return g->done; }
+
+static int push_token(eli_gen *g, int32_t t) {
+    if (g->n_tokens == g->cap_tokens) {
+        int32_t *n = realloc(g->tokens, (size_t)(2 * g->cap_tokens) * sizeof *n);
+        if (!n) return ELI_ERR_OOM;
+        g->tokens = n;
+        g->cap_tokens *= 2;
+    }
+    g->tokens[g->n_tokens++] = t;
+    return ELI_OK;
+}
+
+static int push_text(eli_gen *g, const char *s, size_t n) {
+    if (g->n_carry + n > g->cap_carry) {
+        size_t nc = (g->n_carry + n) * 2 + 64;
+        char *c = realloc(g->carry, nc);
+        if (!c) return ELI_ERR_OOM;
+        g->carry = c;
+        g->cap_carry = nc;
+    }
+    memcpy(g->carry + g->n_carry, s, n);
+    g->n_carry += n;
+    return ELI_OK;
+}
+
+/* Decodes committed positions [from, to) into the cache, keeping the logits of the last one. */
+static int decode_range(eli_gen *g, int64_t from, int64_t to, const atomic_int *cancel, eli_error *err) {
+    const int64_t chunk = g->p.ctx.n_ubatch > 0 ? g->p.ctx.n_ubatch : 512;
+    for (int64_t i = from; i < to;) {
+        if (cancel && atomic_load(cancel)) return eli_fail(err, ELI_ERR_CANCELLED, "cancelled");
+        int64_t n = to - i < chunk ? to - i : chunk;
+        int rc = eli_decode(g->ctx, g->tokens + i, n, i + n == to ? g->logits : NULL, 0, err);
+        if (rc) return rc;
+        i += n;
+    }
+    g->logits_valid = to > from;
+    return ELI_OK;
+}
+
+/* Re-feeds the sampler's penalty window from the last committed tokens. */
+static void resync_sampler(eli_gen *g) {
+    eli_sampler_reset(g->smp);
+    const int64_t window = g->p.sampling.repeat_last_n;
+    int64_t from = g->n_tokens > window ? g->n_tokens - window : 0;
+    for (int64_t i = from; i < g->n_tokens; i++) eli_sampler_accept(g->smp, g->tokens[i]);
+}
+
+/* Makes g->logits the prediction after the last committed position. */
+static int ensure_logits(eli_gen *g, const atomic_int *cancel, eli_error *err) {
+    const int64_t past = eli_context_n_past(g->ctx);
+    if (g->pending) {
+        int rc = decode_range(g, past, g->n_tokens, cancel, err);
+        if (rc) return rc;
+        g->pending = 0;
+        return ELI_OK;
+    }
+    if (g->logits_valid) return ELI_OK;
+    if (g->n_tokens == 0) return eli_fail(err, ELI_ERR_INVALID_ARG, "nothing to continue from: prefill a prompt first");
+    /* the logits were dropped (reset_keep): recompute the last position */
+    if (!eli_context_truncate(g->ctx, g->n_tokens - 1)) {
+        eli_context_reset(g->ctx);
+        return decode_range(g, 0, g->n_tokens, cancel, err);
+    }
+    return decode_range(g, g->n_tokens - 1, g->n_tokens, cancel, err);
+}
+
+int eli_gen_prefill(eli_gen *g, const int32_t *ids, size_t n, const atomic_int *cancel, eli_error *err) {
+    const int V = g->m->hp.n_vocab;
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= V)
+            return eli_fail(err, ELI_ERR_INVALID_ARG, "token id %d at index %zu is outside the vocabulary [0, %d)", ids[i], i, V);
+    if ((int64_t)n > eli_context_n_ctx(g->ctx) - g->n_tokens)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "context overflow: %zu tokens after %lld exceed the context of %lld", n,
+                        (long long)g->n_tokens, (long long)eli_context_n_ctx(g->ctx));
+    g->done = 0;
+    g->n_generated = 0;
+    if (n == 0) return ELI_OK;
+    for (size_t i = 0; i < n; i++)
+        if (push_token(g, ids[i])) return eli_fail(err, ELI_ERR_OOM, "out of memory");
+    for (size_t i = 0; i < n; i++) eli_sampler_accept(g->smp, ids[i]);
+    /* the pending token (if any) goes into the cache with the new ones, in one batch */
+    const int64_t from = eli_context_n_past(g->ctx);
+    int rc = decode_range(g, from, g->n_tokens, cancel, err);
+    if (rc) {
+        /* keep what reached the cache (whole chunks), forget the rest */
+        g->n_tokens = eli_context_n_past(g->ctx);
+        g->logits_valid = 0;
+        g->pending = 0;
+        resync_sampler(g);
+        return rc;
+    }
+    g->pending = 0;
+    return ELI_OK;
+}
+
+/* Moves up to cap - 1 bytes of complete UTF-8 characters from carry to out (NUL-terminated). */
+static void deliver_text(eli_gen *g, char *out, size_t cap) {
+    if (!cap) {
+        g->n_carry = 0;
+        return;
+    }
+    size_t n = g->n_carry < cap - 1 ? g->n_carry : cap - 1;
+    if (n < g->n_carry)
+        while (n > 0 && ((unsigned char)g->carry[n] & 0xC0) == 0x80) n--; /* never split a character */
+    memcpy(out, g->carry, n);
+    out[n] = '\0';
+    memmove(g->carry, g->carry + n, g->n_carry - n);
+    g->n_carry -= n;
+}
+
+int eli_gen_next(eli_gen *g, int32_t *tokens_out, size_t tokens_cap, size_t *n_out, char *text_out, size_t text_cap,
+                 const atomic_int *cancel, eli_error *err) {
+    *n_out = 0;
+    size_t n = 0;
+    int rc = ELI_OK;
+    while (!g->done && n < tokens_cap && (!text_cap || g->n_carry < text_cap - 1)) {
+        if (cancel && atomic_load(cancel)) {
+            rc = eli_fail(err, ELI_ERR_CANCELLED, "cancelled");
+            break;
+        }
+        if (g->p.max_tokens > 0 && g->n_generated >= g->p.max_tokens) {
+            g->done = 1;
+            break;
+        }
+        if (g->pending && eli_context_n_past(g->ctx) >= eli_context_n_ctx(g->ctx)) {
+            g->done = 1; /* the context is full: nothing more can be generated */
+            break;
+        }
+        if ((rc = ensure_logits(g, cancel, err))) break;
+        int32_t t = eli_sampler_sample(g->smp, g->logits);
+        if (eli_tokenizer_is_eog(g->tok, t)) {
+            g->done = 1;
+            break;
+        }
+        eli_sampler_accept(g->smp, t);
+        if (push_token(g, t)) {
+            rc = eli_fail(err, ELI_ERR_OOM, "out of memory");
+            break;
+        }
+        g->pending = 1;
+        g->logits_valid = 0;
+        g->n_generated++;
+        tokens_out[n++] = t;
+        const char *piece;
+        size_t len;
+        if ((rc = eli_decoder_feed(g->dec, t, &piece, &len, err)) || (len && push_text(g, piece, len))) {
+            if (!rc) rc = eli_fail(err, ELI_ERR_OOM, "out of memory");
+            break;
+        }
+    }
+    if (g->done) {
+        const char *piece;
+        size_t len;
+        eli_decoder_flush(g->dec, &piece, &len);
+        if (len && push_text(g, piece, len)) return eli_fail(err, ELI_ERR_OOM, "out of memory");
+    }
+    *n_out = n;
+    if (text_out) deliver_text(g, text_out, text_cap);
+    else g->n_carry = 0;
+    if (rc) return rc;
+    return g->done && g->n_carry == 0 ? 1 : 0;
+}
+
+void eli_gen_reset(eli_gen *g) {
+    eli_context_reset(g->ctx);
+    eli_sampler_reset(g->smp); /* history cleared, random stream restarted from the seed */
+    eli_decoder_reset(g->dec);
+    g->n_tokens = 0;
+    g->pending = 0;
+    g->logits_valid = 0;
+    g->n_generated = 0;
+    g->done = 0;
+    g->n_carry = 0;
+}
+
+int64_t eli_gen_reset_keep(eli_gen *g, int64_t n_keep) {
+    if (n_keep < 0) n_keep = 0;
+    if (n_keep > g->n_tokens) n_keep = g->n_tokens;
+    g->done = 0;
+    g->n_generated = 0;
+    g->n_carry = 0;
+    eli_decoder_reset(g->dec);
+    if (n_keep == g->n_tokens) return n_keep;
+    const int64_t past = eli_context_n_past(g->ctx);
+    g->n_tokens = n_keep;
+    if (g->pending && n_keep == past) {
+        g->pending = 0; /* the dropped token never reached the cache: its logits are still current */
+    } else if (n_keep < past) {
+        g->pending = 0;
+        g->logits_valid = 0;
+        if (!eli_context_truncate(g->ctx, n_keep)) {
+            /* the sliding rings overwrote part of the prefix: recompute it (exact, costs a prefill) */
+            eli_context_reset(g->ctx);
+            eli_error err = {0};
+            if (decode_range(g, 0, n_keep, NULL, &err)) {
+                eli_context_reset(g->ctx);
+                g->n_tokens = 0;
+            }
+        }
+    }
+    resync_sampler(g);
+    return g->n_tokens;
+}
+
+/* ---- the backend tables ---- */
+
+struct eli_backend_session {
+    eli_gen *gen;
+};
+
+static int always(void) { return 1; }
+static int serves_any(const char *bundle_dir) {
+    (void)bundle_dir;
+    return 1;
+}
+static int rank_builtin(void) { return 0; }
+static int rank_reference(void) { return -1; } /* never chosen automatically */
+
+/* Context size: cfg, else env ELIZA_LLM_N_CTX, else 8192; clamped to the trained context. */
+static int context_size(const eliza_llm_stream_config_t *cfg, const eli_model *m, int64_t *out, eli_error *err) {
+    int64_t n = cfg->context_size;
+    if (n == 0) {
+        const char *e = getenv("ELIZA_LLM_N_CTX");
+        n = 8192;
+        if (e && *e) {
+            char *end;
+            long long v = strtoll(e, &end, 10);
+            if (*end || v <= 0 || v > INT32_MAX)
+                return eli_fail(err, ELI_ERR_INVALID_ARG, "ELIZA_LLM_N_CTX='%s' is not a positive integer", e);
+            n = v;
+        }
+    }
+    if (n > m->hp.n_ctx_train) n = m->hp.n_ctx_train;
+    *out = n;
+    return ELI_OK;
+}
+
+static eli_backend_session *open_session(const eli_backend_env *env, const eliza_llm_stream_config_t *cfg, int reference,
+                                         eli_error *err) {
+    if (cfg->draft_min > 0 && cfg->draft_max > 0) {
+        eli_fail(err, ELI_ERR_NOT_IMPLEMENTED, "MTP speculative decoding (draft_min/draft_max) is not available in this build");
+        return NULL;
+    }
+    eli_gen_params p = eli_gen_default_params();
+    if (context_size(cfg, env->model, &p.ctx.n_ctx, err)) return NULL;
+    uint32_t kv = ELI_TYPE_F16;
+    if (cfg->cache_type_k && *cfg->cache_type_k && eli_kv_type_from_name(cfg->cache_type_k, &kv)) {
+        eli_fail(err, ELI_ERR_INVALID_ARG, "unknown cache type '%s'", cfg->cache_type_k);
+        return NULL;
+    }
+    p.ctx.kv_type = kv;
+    p.ctx.reference_kernels = reference;
+    p.max_tokens = cfg->max_tokens > 0 ? cfg->max_tokens : 0;
+    /* only what the host asked for: every filter is off unless the config turns it on */
+    p.sampling.temperature = cfg->temperature;
+    p.sampling.top_p = cfg->top_p > 0 && cfg->top_p < 1 ? cfg->top_p : 1.0f;
+    p.sampling.top_k = cfg->top_k > 0 ? cfg->top_k : 0;
+    p.sampling.min_p = 0.0f;
+    p.sampling.repeat_penalty = cfg->repeat_penalty != 0 && cfg->repeat_penalty != 1 ? cfg->repeat_penalty : 1.0f;
+    const char *seed = getenv("ELIZA_LLM_SEED");
+    if (seed && *seed) p.sampling.seed = strtoull(seed, NULL, 10);
+    eli_backend_session *s = calloc(1, sizeof *s);
+    if (!s) {
+        eli_fail(err, ELI_ERR_OOM, "out of memory");
+        return NULL;
+    }
+    if (!(s->gen = eli_gen_create(env->model, env->tok, &p, err))) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static eli_backend_session *open_builtin(const eli_backend_env *env, const eliza_llm_stream_config_t *cfg, eli_error *err) {
+    return open_session(env, cfg, 0, err);
+}
+
+static eli_backend_session *open_reference(const eli_backend_env *env, const eliza_llm_stream_config_t *cfg,
+                                           eli_error *err) {
+    return open_session(env, cfg, 1, err);
+}
+
+static int s_prefill(eli_backend_session *s, const int32_t *ids, size_t n, const atomic_int *cancel, eli_error *err) {
+    return eli_gen_prefill(s->gen, ids, n, cancel, err);
+}
+
+static int s_next(eli_backend_session *s, int32_t *tokens_out, size_t tokens_cap, size_t *n_out, char *text_out,
+                  size_t text_cap, int32_t *drafted, int32_t *accepted, const atomic_int *cancel, eli_error *err) {
+    if (drafted) *drafted = 0;
+    if (accepted) *accepted = 0;
+    return eli_gen_next(s->gen, tokens_out, tokens_cap, n_out, text_out, text_cap, cancel, err);
+}
+
+static int s_reset(eli_backend_session *s) {
+    eli_gen_reset(s->gen);
+    return ELI_OK;
+}
+
+static int s_reset_keep(eli_backend_session *s, int32_t n_keep) { return (int)eli_gen_reset_keep(s->gen, n_keep); }
+
+static int s_save(eli_backend_session *s, const char *path, eli_error *err) {
+    (void)s;
+    return eli_fail(err, ELI_ERR_NOT_IMPLEMENTED, "slot save to '%s' is not available in this build", path);
+}
+
+static int s_restore(eli_backend_session *s, const char *path, eli_error *err) {
+    (void)s;
+    return eli_fail(err, ELI_ERR_NOT_IMPLEMENTED, "slot restore from '%s' is not available in this build", path);
+}
+
+static void s_close(eli_backend_session *s) {
+    if (!s) return;
+    eli_gen_free(s->gen);
+    free(s);
+}
+
+const eli_backend eli_backend_engine_builtin = {"builtin", always,  serves_any, rank_builtin, open_builtin, s_prefill,
+                                                s_next,    s_reset, s_reset_keep, s_save,     s_restore,    s_close};
+const eli_backend eli_backend_engine_reference = {"reference", always,  serves_any, rank_reference, open_reference, s_prefill,
+                                                  s_next,      s_reset, s_reset_keep, s_save,       s_restore,      s_close};

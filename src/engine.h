@@ -1,0 +1,57 @@
+/* A generation session of the built-in engine: one context (KV state), a sampler and a streaming
+ * detokenizer over a shared model. Both the C ABI streams (through the backend table) and the CLI's
+ * run/chat drive generation through this, so they produce the same tokens.
+ *
+ * State: `tokens` are the committed positions (prompt and generated). The last generated token is
+ * "pending" until the next step needs the model: it is emitted, but decoded into the KV cache lazily, so
+ * a step that ends the stream costs no forward pass. */
+#ifndef ELI_ENGINE_H
+#define ELI_ENGINE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "forward.h"
+#include "model.h"
+#include "sampler.h"
+#include "tokenizer.h"
+
+typedef struct eli_gen_params {
+    eli_context_params ctx;
+    eli_sampler_params sampling;
+    int64_t max_tokens; /* per generation (reset by prefill); <= 0: until EOG or the context is full */
+} eli_gen_params;
+
+eli_gen_params eli_gen_default_params(void);
+
+typedef struct eli_gen eli_gen;
+
+eli_gen *eli_gen_create(const eli_model *m, const eli_tokenizer *tok, const eli_gen_params *p, eli_error *err);
+void eli_gen_free(eli_gen *g);
+
+/* Appends ids at the current position in ubatch-sized chunks, polling cancel (may be NULL) between them.
+ * Starts a new generation: the max_tokens count and the end-of-stream flag are cleared. */
+int eli_gen_prefill(eli_gen *g, const int32_t *ids, size_t n, const atomic_int *cancel, eli_error *err);
+
+/* One step of up to tokens_cap tokens: see eliza_inference_llm_stream_next for the contract (0 more to
+ * come, 1 final, negative error). text_cap is 0 (text dropped) or >= 5. */
+int eli_gen_next(eli_gen *g, int32_t *tokens_out, size_t tokens_cap, size_t *n_out, char *text_out, size_t text_cap,
+                 const atomic_int *cancel, eli_error *err);
+
+/* Clears KV, sampler (re-seeded), counters and the end-of-stream flag. */
+void eli_gen_reset(eli_gen *g);
+/* Keeps the first n_keep committed positions (clamped to [0, n_committed]) and returns how many were
+ * kept. Exact: when the sliding-window rings no longer hold what the kept prefix needs, the prefix is
+ * recomputed. */
+int64_t eli_gen_reset_keep(eli_gen *g, int64_t n_keep);
+
+/* Committed positions (prompt + generated tokens, the pending one included). */
+int64_t eli_gen_n_committed(const eli_gen *g);
+const int32_t *eli_gen_tokens(const eli_gen *g);
+/* Tokens generated since the last prefill, and whether the stream has ended. */
+int64_t eli_gen_n_generated(const eli_gen *g);
+int eli_gen_done(const eli_gen *g);
+
+#endif

@@ -1,0 +1,98 @@
+/* The kernel tables: the scalar reference (quants.c) and the best one for this CPU. */
+#include "kernels.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu.h"
+
+/* kernels_avx2.c: data only, its functions may be called only after the CPUID check below */
+extern const eli_kernels eli_kernels_avx2_table;
+
+static float ref_dot_f32(int64_t n, const float *a, const float *b) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+static float ref_dot_f16_f32(int64_t n, const eli_fp16 *a, const float *b) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++) s += eli_fp16_to_fp32(a[i]) * b[i];
+    return s;
+}
+
+static void ref_axpy_f32(int64_t n, float a, const float *x, float *y) {
+    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+static void ref_f16_to_f32(int64_t n, const eli_fp16 *x, float *y) {
+    for (int64_t i = 0; i < n; i++) y[i] = eli_fp16_to_fp32(x[i]);
+}
+
+static void ref_scale_f32(int64_t n, float a, float *y) {
+    for (int64_t i = 0; i < n; i++) y[i] *= a;
+}
+
+static eli_kernels ref_table, avx2_table, *best_table;
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+
+/* dst = base with every non-NULL entry of over applied */
+static void overlay(eli_kernels *dst, const eli_kernels *base, const eli_kernels *over) {
+    *dst = *base;
+    dst->name = over->name;
+    for (int t = 0; t < ELI_TYPE_COUNT; t++) {
+        if (over->vec_dot[t]) {
+            dst->vec_dot[t] = over->vec_dot[t];
+            dst->vec_dot_nr[t] = over->vec_dot_nr[t];
+            dst->nr[t] = over->vec_dot_nr[t] ? over->nr[t] : 1;
+        }
+        if (over->quantize[t]) dst->quantize[t] = over->quantize[t];
+    }
+    if (over->dot_f32) dst->dot_f32 = over->dot_f32;
+    if (over->dot_f16_f32) dst->dot_f16_f32 = over->dot_f16_f32;
+    if (over->axpy_f32) dst->axpy_f32 = over->axpy_f32;
+    if (over->f16_to_f32) dst->f16_to_f32 = over->f16_to_f32;
+    if (over->scale_f32) dst->scale_f32 = over->scale_f32;
+}
+
+static void init_tables(void) {
+    memset(&ref_table, 0, sizeof ref_table);
+    ref_table.name = "reference";
+    for (uint32_t t = 0; t < ELI_TYPE_COUNT; t++) {
+        const eli_type_traits *tt = eli_type_info(t);
+        if (!tt) continue;
+        ref_table.vec_dot[t] = tt->vec_dot;
+        ref_table.nr[t] = 1;
+        ref_table.quantize[t] = tt->quantize;
+    }
+    ref_table.dot_f32 = ref_dot_f32;
+    ref_table.dot_f16_f32 = ref_dot_f16_f32;
+    ref_table.axpy_f32 = ref_axpy_f32;
+    ref_table.f16_to_f32 = ref_f16_to_f32;
+    ref_table.scale_f32 = ref_scale_f32;
+    best_table = &ref_table;
+
+    const eli_cpu_features *f = eli_cpu_get();
+    if (eli_kernels_avx2_table.name && f->avx2 && f->fma && f->f16c) {
+        overlay(&avx2_table, &ref_table, &eli_kernels_avx2_table);
+        best_table = &avx2_table;
+    }
+    const char *env = getenv("ELI_KERNELS");
+    if (env && !strcmp(env, "reference")) best_table = &ref_table;
+}
+
+const eli_kernels *eli_kernels_reference(void) {
+    pthread_once(&tables_once, init_tables);
+    return &ref_table;
+}
+
+const eli_kernels *eli_kernels_avx2(void) {
+    pthread_once(&tables_once, init_tables);
+    return avx2_table.name ? &avx2_table : NULL;
+}
+
+const eli_kernels *eli_kernels_best(void) {
+    pthread_once(&tables_once, init_tables);
+    return best_table;
+}

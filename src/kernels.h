@@ -1,0 +1,49 @@
+/* The compute kernels behind the forward pass, as a table of function pointers chosen once at run time.
+ *
+ * eli_kernels_reference() is the scalar code of quants.c (plus plain loops for attention): the "reference"
+ * backend. eli_kernels_best() picks the fastest table this CPU supports (CPUID, see cpu.h): AVX2+FMA+F16C
+ * when present, else the reference. The environment variable ELI_KERNELS=reference|avx2 overrides the
+ * choice (a table the CPU cannot run is never chosen).
+ *
+ * Contract, tested by tests/test_kernels.c on random data:
+ *  - quantize[act] produces the same bytes as the reference quantizer of that activation format;
+ *  - vec_dot[w] of the integer formats (Q4_0 .. Q6_K) returns bit-identical floats to the reference:
+ *    same integer sums and the same float operations in the same order per block;
+ *  - vec_dot of F32 / F16 / BF16 may reorder the (double) accumulation: normalised MSE <= 1e-7;
+ *  - vec_dot_nr computes nr rows at once and returns, for each row, exactly what vec_dot returns for
+ *    it, so the grouping of rows (which depends on the thread split) never changes a result. */
+#ifndef ELI_KERNELS_H
+#define ELI_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "quants.h"
+
+#define ELI_KERNEL_MAX_NR 8
+
+/* s[i] = dot(row i of x, y) for i < nr; rows are bx bytes apart; y is in the weight's vec_dot_type. */
+typedef void (*eli_vec_dot_nr_fn)(int64_t n, int nr, const void *x, size_t bx, const void *y, float *s);
+
+typedef struct eli_kernels {
+    const char *name;
+    /* per weight type (ggml id): dot with an activation row in the type's vec_dot_type; NULL = none */
+    eli_vec_dot_fn vec_dot[ELI_TYPE_COUNT];
+    eli_vec_dot_nr_fn vec_dot_nr[ELI_TYPE_COUNT]; /* NULL = call vec_dot per row */
+    int nr[ELI_TYPE_COUNT];                       /* rows per vec_dot_nr call (<= ELI_KERNEL_MAX_NR) */
+    /* per activation type (Q8_0, Q8_1, Q8_K, F16, BF16): f32 row -> that format */
+    eli_quantize_fn quantize[ELI_TYPE_COUNT];
+    /* attention helpers (n floats) */
+    float (*dot_f32)(int64_t n, const float *a, const float *b);      /* float accumulation */
+    float (*dot_f16_f32)(int64_t n, const eli_fp16 *a, const float *b);
+    void (*axpy_f32)(int64_t n, float a, const float *x, float *y); /* y += a * x */
+    void (*f16_to_f32)(int64_t n, const eli_fp16 *x, float *y);
+    void (*scale_f32)(int64_t n, float a, float *y);                /* y *= a */
+} eli_kernels;
+
+const eli_kernels *eli_kernels_reference(void);
+const eli_kernels *eli_kernels_best(void);
+/* The AVX2 table, or NULL when not compiled in or the CPU lacks AVX2/FMA/F16C. */
+const eli_kernels *eli_kernels_avx2(void);
+
+#endif

@@ -1,0 +1,708 @@
+/* AVX2 + FMA + F16C kernels. This file alone is compiled with -mavx2 -mfma -mf16c (CMakeLists.txt), and
+ * kernels.c only hands out its table after CPUID says the CPU and OS support all three.
+ *
+ * Bit-exactness with quants.c (see kernels.h): the integer formats compute the same integer sums as the
+ * scalar reference (integer addition is associative, so any SIMD order is fine) and then perform the
+ * same float operations in the same order:
+ *  - Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0: one float term per 32-block, added to the row sum strictly in
+ *    block order. The terms of 8 blocks are computed in one vector; only the running sum is scalar.
+ *    That serial chain (one add per block) bounds a single row, so the multi-row kernels interleave the
+ *    chains of several rows.
+ *  - Q4_K / Q5_K / Q6_K: the reference keeps 8 int32 "lanes" per super-block, lane l summing the
+ *    elements whose index is l mod 8, then 8 float lane sums. The SIMD code reproduces those lanes: both
+ *    operands are permuted (per 32 bytes) so that byte 4l+k holds element l+8k; maddubs then pairs
+ *    elements of the same lane and madd yields the 8 lane sums in order.
+ * Float contraction is off (as in quants.c): a*b+c must not become an FMA in the exact paths. */
+#if defined(__FAST_MATH__)
+#error "kernels_avx2.c must not be built with -ffast-math"
+#endif
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#include "kernels.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+
+#include <immintrin.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------------
+ * helpers
+ * ------------------------------------------------------------------------------------------------- */
+
+static inline float h2f(const void *p) {
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return _cvtsh_ss(h);
+}
+
+static inline eli_fp16 f2h(float f) { return (eli_fp16)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
+
+static inline __m256i loadu256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+/* 8 fp16 values `stride` bytes apart, as floats */
+static inline __m256 load_h8(const uint8_t *p, size_t stride) {
+    uint16_t h[8];
+    for (int k = 0; k < 8; k++) memcpy(&h[k], p + (size_t)k * stride, 2);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+}
+
+/* the 8 int32 lane sums of v0..v7, as one vector [sum(v0), ..., sum(v7)] */
+static inline __m256i hsum8_epi32(const __m256i v[8]) {
+    const __m256i a = _mm256_hadd_epi32(v[0], v[1]);
+    const __m256i b = _mm256_hadd_epi32(v[2], v[3]);
+    const __m256i c = _mm256_hadd_epi32(v[4], v[5]);
+    const __m256i d = _mm256_hadd_epi32(v[6], v[7]);
+    const __m256i ab = _mm256_hadd_epi32(a, b);
+    const __m256i cd = _mm256_hadd_epi32(c, d);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20), _mm256_permute2x128_si256(ab, cd, 0x31));
+}
+
+static inline int hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* 32 nibbles -> 32 bytes: the low nibbles of qs[0..15] in bytes 0..15, the high ones in bytes 16..31 */
+static inline __m256i nibbles32(const uint8_t *qs) {
+    const __m128i t = _mm_loadu_si128((const __m128i *)qs);
+    const __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1);
+    return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
+}
+
+/* byte j = 0xFF when bit j of the 32-bit little-endian word at p is set, else 0 */
+static inline __m256i bits32(const uint8_t *p) {
+    uint32_t w;
+    memcpy(&w, p, sizeof w);
+    const __m256i sel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3,
+                                         3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)w), sel);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+}
+
+/* signed x * signed y over 32 bytes -> 8 int32 partial sums (|x| <= 128, y != -128) */
+static inline __m256i dot_s8(__m256i x, __m256i y) {
+    const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+/* unsigned x * signed y over 32 bytes -> 8 int32 partial sums */
+static inline __m256i dot_u8(__m256i x, __m256i y) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
+}
+
+/* the lane permutation of the K-quant kernels: output byte 4l+k = input byte l+8k (l < 8, k < 4) */
+static inline __m256i lane_perm(__m256i v) {
+    const __m256i d = _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+    const __m256i s = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12, 1, 5, 9, 13,
+                                       2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm256_shuffle_epi8(d, s);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * activation quantizers (same bytes as quants.c for finite input)
+ * ------------------------------------------------------------------------------------------------- */
+
+static inline __m256 vabs(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+
+static inline float hmax_ps(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+/* C roundf (half away from zero), NaN -> 0, clamped to [-128, 127], as int32 */
+static inline __m256i round_i8(__m256 v) {
+    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 frac = _mm256_sub_ps(v, t); /* exact */
+    const __m256 half = _mm256_cmp_ps(vabs(frac), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+    const __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(v, _mm256_set1_ps(-0.0f)));
+    __m256 r = _mm256_add_ps(t, _mm256_and_ps(half, one));
+    r = _mm256_and_ps(r, _mm256_cmp_ps(v, v, _CMP_ORD_Q));
+    r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(-128.f)), _mm256_set1_ps(127.f));
+    return _mm256_cvttps_epi32(r);
+}
+
+/* 4 vectors of 8 int32 (each in [-128, 127]) -> 32 int8 in order */
+static inline __m256i pack_i8(__m256i i0, __m256i i1, __m256i i2, __m256i i3) {
+    const __m256i a = _mm256_packs_epi32(i0, i1);
+    const __m256i b = _mm256_packs_epi32(i2, i3);
+    const __m256i c = _mm256_packs_epi16(a, b);
+    return _mm256_permutevar8x32_epi32(c, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+static void quantize_q8_0(const float *x, void *dst, int64_t k) {
+    const int64_t nb = k / ELI_QK8_0;
+    uint8_t *out = dst;
+    for (int64_t i = 0; i < nb; i++, x += 32) {
+        __m256 v[4];
+        __m256 mx = _mm256_setzero_ps();
+        for (int j = 0; j < 4; j++) {
+            v[j] = _mm256_loadu_ps(x + 8 * j);
+            mx = _mm256_max_ps(mx, vabs(v[j]));
+        }
+        const float amax = hmax_ps(mx);
+        const float d = amax / ((1 << 7) - 1);
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const __m256 vid = _mm256_set1_ps(id);
+        eli_block_q8_0 b;
+        b.d = f2h(d);
+        const __m256i q = pack_i8(round_i8(_mm256_mul_ps(v[0], vid)), round_i8(_mm256_mul_ps(v[1], vid)),
+                                  round_i8(_mm256_mul_ps(v[2], vid)), round_i8(_mm256_mul_ps(v[3], vid)));
+        _mm256_storeu_si256((__m256i *)b.qs, q);
+        memcpy(out + i * sizeof b, &b, sizeof b);
+    }
+}
+
+static void quantize_q8_1(const float *x, void *dst, int64_t k) {
+    const int64_t nb = k / ELI_QK8_1;
+    uint8_t *out = dst;
+    for (int64_t i = 0; i < nb; i++, x += 32) {
+        __m256 v[4];
+        __m256 mx = _mm256_setzero_ps();
+        for (int j = 0; j < 4; j++) {
+            v[j] = _mm256_loadu_ps(x + 8 * j);
+            mx = _mm256_max_ps(mx, vabs(v[j]));
+        }
+        const float amax = hmax_ps(mx);
+        const float d = amax / ((1 << 7) - 1);
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const __m256 vid = _mm256_set1_ps(id);
+        __m256i iq[4];
+        for (int j = 0; j < 4; j++) iq[j] = round_i8(_mm256_mul_ps(v[j], vid));
+        const int sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(iq[0], iq[1]), _mm256_add_epi32(iq[2], iq[3])));
+        eli_block_q8_1 b;
+        b.d = f2h(d);
+        b.s = f2h((float)sum * d);
+        _mm256_storeu_si256((__m256i *)b.qs, pack_i8(iq[0], iq[1], iq[2], iq[3]));
+        memcpy(out + i * sizeof b, &b, sizeof b);
+    }
+}
+
+/* ggml's nearest_int (magic-number rounding), lane-wise, bit for bit */
+static inline __m256i nearest_int8(__m256 v) {
+    const __m256 t = _mm256_add_ps(v, _mm256_set1_ps(12582912.f));
+    const __m256i i = _mm256_and_si256(_mm256_castps_si256(t), _mm256_set1_epi32(0x007fffff));
+    return _mm256_sub_epi32(i, _mm256_set1_epi32(0x00400000));
+}
+
+static void quantize_q8_K(const float *x, void *dst, int64_t k) {
+    const int64_t nb = k / ELI_QK_K;
+    uint8_t *out = dst;
+    for (int64_t i = 0; i < nb; i++, x += ELI_QK_K) {
+        eli_block_q8_K b;
+        __m256 mx = _mm256_setzero_ps();
+        for (int j = 0; j < ELI_QK_K; j += 8) mx = _mm256_max_ps(vabs(_mm256_loadu_ps(x + j)), mx); /* NaN skipped */
+        const float amax = hmax_ps(mx);
+        if (amax == 0.0f) {
+            memset(&b, 0, sizeof b);
+            memcpy(out + i * sizeof b, &b, sizeof b);
+            continue;
+        }
+        /* the first element of largest magnitude */
+        float max = 0;
+        const __m256 va = _mm256_set1_ps(amax);
+        for (int j = 0; j < ELI_QK_K; j += 8) {
+            const int m = _mm256_movemask_ps(_mm256_cmp_ps(vabs(_mm256_loadu_ps(x + j)), va, _CMP_EQ_OQ));
+            if (m) {
+                max = x[j + __builtin_ctz((unsigned)m)];
+                break;
+            }
+        }
+        const float iscale = -127.f / max;
+        const __m256 vis = _mm256_set1_ps(iscale);
+        const __m256i lo = _mm256_set1_epi32(-128), hi = _mm256_set1_epi32(127);
+        for (int j = 0; j < ELI_QK_K; j += 32) {
+            __m256i q[4];
+            for (int u = 0; u < 4; u++) {
+                const __m256i n = nearest_int8(_mm256_mul_ps(vis, _mm256_loadu_ps(x + j + 8 * u)));
+                q[u] = _mm256_max_epi32(lo, _mm256_min_epi32(hi, n));
+            }
+            const __m256i p = pack_i8(q[0], q[1], q[2], q[3]);
+            _mm256_storeu_si256((__m256i *)(b.qs + j), p);
+            /* bsums of the two 16-groups: sign-extend to int16, madd with ones, reduce per 128-bit half */
+            const __m256i w0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(p));
+            const __m256i w1 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(p, 1));
+            b.bsums[j / 16] = (int16_t)hsum_epi32(_mm256_madd_epi16(w0, _mm256_set1_epi16(1)));
+            b.bsums[j / 16 + 1] = (int16_t)hsum_epi32(_mm256_madd_epi16(w1, _mm256_set1_epi16(1)));
+        }
+        b.d = 1 / iscale;
+        memcpy(out + i * sizeof b, &b, sizeof b);
+    }
+}
+
+static void quantize_f16(const float *x, void *dst, int64_t n) {
+    uint8_t *p = dst;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(p + 2 * i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) {
+        const eli_fp16 h = f2h(x[i]);
+        memcpy(p + 2 * i, &h, 2);
+    }
+}
+
+static void quantize_bf16(const float *x, void *dst, int64_t n) {
+    uint8_t *p = dst;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i u = _mm256_castps_si256(_mm256_loadu_ps(x + i));
+        const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+        __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), odd), 16);
+        const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                               _mm256_set1_epi32(0x7f800000));
+        const __m256i qn = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+        r = _mm256_blendv_epi8(r, qn, nan);
+        const __m256i pk = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+        _mm_storeu_si128((__m128i *)(p + 2 * i), _mm256_castsi256_si128(pk));
+    }
+    for (; i < n; i++) {
+        const eli_bf16 h = eli_fp32_to_bf16(x[i]);
+        memcpy(p + 2 * i, &h, 2);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * 32-element block formats: row sums strictly in block order
+ * ------------------------------------------------------------------------------------------------- */
+
+/* Per-format pieces: ISUM(xb, yb) = 8 int32 partial sums of one block pair; TERM = the float term of 8
+ * blocks (vector) and of one block (scalar), with the reference's operation order. */
+
+#define ISUM_Q4_0(xb, yb) dot_s8(_mm256_sub_epi8(nibbles32((xb)->qs), _mm256_set1_epi8(8)), loadu256((yb)->qs))
+#define ISUM_Q8_0(xb, yb) dot_s8(loadu256((xb)->qs), loadu256((yb)->qs))
+#define ISUM_Q4_1(xb, yb) dot_u8(nibbles32((xb)->qs), loadu256((yb)->qs))
+/* Q5_0: (nibble | bit4 << 4) - 16 = nibble when bit4 is set, else nibble | 0xF0 as int8 */
+#define ISUM_Q5_0(xb, yb)                                                                                           \
+    dot_s8(_mm256_or_si256(nibbles32((xb)->qs), _mm256_andnot_si256(bits32((xb)->qh), _mm256_set1_epi8((char)0xF0))), \
+           loadu256((yb)->qs))
+#define ISUM_Q5_1(xb, yb)                                                                                   \
+    dot_u8(_mm256_or_si256(nibbles32((xb)->qs), _mm256_and_si256(bits32((xb)->qh), _mm256_set1_epi8(0x10))), \
+           loadu256((yb)->qs))
+
+/* the float term: si = (float)sumi, dx/dy = the blocks' scales, mx/sy = min and d*sum (Q4_1/Q5_1) */
+#define VTERM_Q4_0(si, dx, dy, mx, sy) _mm256_mul_ps(_mm256_mul_ps(si, dx), dy)
+#define STERM_Q4_0(si, dx, dy, mx, sy) (((si) * (dx)) * (dy))
+#define VTERM_Q8_0(si, dx, dy, mx, sy) _mm256_mul_ps(si, _mm256_mul_ps(dx, dy))
+#define STERM_Q8_0(si, dx, dy, mx, sy) ((si) * ((dx) * (dy)))
+#define VTERM_Q5_0(si, dx, dy, mx, sy) _mm256_mul_ps(_mm256_mul_ps(dx, dy), si)
+#define STERM_Q5_0(si, dx, dy, mx, sy) (((dx) * (dy)) * (si))
+#define VTERM_Q4_1(si, dx, dy, mx, sy) _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(dx, dy), si), _mm256_mul_ps(mx, sy))
+#define STERM_Q4_1(si, dx, dy, mx, sy) ((((dx) * (dy)) * (si)) + ((mx) * (sy)))
+#define VTERM_Q5_1 VTERM_Q4_1
+#define STERM_Q5_1 STERM_Q4_1
+
+/* HAS_MIN: Q4_1 / Q5_1, whose blocks carry m after d (and the Q8_1 activation s after d) */
+#define DEF_Q32(NAME, XB, YB, ISUM, VTERM, STERM, HAS_MIN)                                                       \
+    static void vec_dot_##NAME##_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {   \
+        const int64_t nb = n / 32;                                                                               \
+        const YB *y = vy;                                                                                        \
+        float sum[ELI_KERNEL_MAX_NR] = {0};                                                                      \
+        int64_t ib = 0;                                                                                          \
+        for (; ib + 8 <= nb; ib += 8) {                                                                          \
+            const __m256 dy = load_h8((const uint8_t *)(y + ib), sizeof(YB));                                    \
+            __m256 sy = _mm256_setzero_ps();                                                                     \
+            if (HAS_MIN) sy = load_h8((const uint8_t *)(y + ib) + 2, sizeof(YB));                                \
+            for (int r = 0; r < nr; r++) {                                                                       \
+                const XB *x = (const XB *)((const uint8_t *)vx + (size_t)r * bx) + ib;                           \
+                __m256i v[8];                                                                                    \
+                for (int k = 0; k < 8; k++) v[k] = ISUM(x + k, y + ib + k);                                      \
+                const __m256 si = _mm256_cvtepi32_ps(hsum8_epi32(v));                                            \
+                const __m256 dx = load_h8((const uint8_t *)x, sizeof(XB));                                       \
+                __m256 mx = _mm256_setzero_ps();                                                                 \
+                if (HAS_MIN) mx = load_h8((const uint8_t *)x + 2, sizeof(XB));                                   \
+                float t[8];                                                                                      \
+                _mm256_storeu_ps(t, VTERM(si, dx, dy, mx, sy));                                                  \
+                (void)mx, (void)sy;                                                                              \
+                float a = sum[r];                                                                                \
+                for (int k = 0; k < 8; k++) a += t[k];                                                           \
+                sum[r] = a;                                                                                      \
+            }                                                                                                    \
+        }                                                                                                        \
+        for (; ib < nb; ib++) {                                                                                  \
+            const float dy = h2f(&y[ib]);                                                                        \
+            const float sy = HAS_MIN ? h2f((const uint8_t *)&y[ib] + 2) : 0.0f;                                  \
+            for (int r = 0; r < nr; r++) {                                                                       \
+                const XB *x = (const XB *)((const uint8_t *)vx + (size_t)r * bx) + ib;                           \
+                const float si = (float)hsum_epi32(ISUM(x, y + ib));                                             \
+                const float dx = h2f(x);                                                                         \
+                const float mx = HAS_MIN ? h2f((const uint8_t *)x + 2) : 0.0f;                                   \
+                (void)mx, (void)sy;                                                                              \
+                sum[r] += STERM(si, dx, dy, mx, sy);                                                             \
+            }                                                                                                    \
+        }                                                                                                        \
+        for (int r = 0; r < nr; r++) s[r] = sum[r];                                                              \
+    }                                                                                                            \
+    static float vec_dot_##NAME(int64_t n, const void *vx, const void *vy) {                                     \
+        float s;                                                                                                 \
+        vec_dot_##NAME##_nr(n, 1, vx, 0, vy, &s);                                                                \
+        return s;                                                                                                \
+    }
+
+DEF_Q32(q4_0, eli_block_q4_0, eli_block_q8_0, ISUM_Q4_0, VTERM_Q4_0, STERM_Q4_0, 0)
+DEF_Q32(q8_0, eli_block_q8_0, eli_block_q8_0, ISUM_Q8_0, VTERM_Q8_0, STERM_Q8_0, 0)
+DEF_Q32(q5_0, eli_block_q5_0, eli_block_q8_0, ISUM_Q5_0, VTERM_Q5_0, STERM_Q5_0, 0)
+DEF_Q32(q4_1, eli_block_q4_1, eli_block_q8_1, ISUM_Q4_1, VTERM_Q4_1, STERM_Q4_1, 1)
+DEF_Q32(q5_1, eli_block_q5_1, eli_block_q8_1, ISUM_Q5_1, VTERM_Q5_1, STERM_Q5_1, 1)
+
+/* ---------------------------------------------------------------------------------------------------
+ * K-quants: the reference's 8 lanes per super-block
+ * ------------------------------------------------------------------------------------------------- */
+
+static inline void scales_mins_k4(const uint8_t *q, uint8_t sc[8], uint8_t mn[8]) {
+    for (int j = 0; j < 4; j++) {
+        sc[j] = q[j] & 63;
+        mn[j] = q[j + 4] & 63;
+    }
+    for (int j = 4; j < 8; j++) {
+        sc[j] = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        mn[j] = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+/* the 8 lane-permuted 32-byte chunks of a Q8_K block's quants */
+typedef struct {
+    __m256i q[8];
+} yperm_t;
+
+static inline void yperm_load(yperm_t *p, const eli_block_q8_K *y) {
+    for (int j = 0; j < 8; j++) p->q[j] = lane_perm(loadu256(y->qs + 32 * j));
+}
+
+/* sum over the 16 bsums of bsums[j] * mn[j / 2] */
+static inline int min_term(const eli_block_q8_K *y, const uint8_t mn[8]) {
+    const __m256i bs = loadu256(y->bsums);
+    const __m256i m = _mm256_cvtepu8_epi16(_mm_setr_epi8((char)mn[0], (char)mn[0], (char)mn[1], (char)mn[1],
+                                                         (char)mn[2], (char)mn[2], (char)mn[3], (char)mn[3],
+                                                         (char)mn[4], (char)mn[4], (char)mn[5], (char)mn[5],
+                                                         (char)mn[6], (char)mn[6], (char)mn[7], (char)mn[7]));
+    return hsum_epi32(_mm256_madd_epi16(bs, m));
+}
+
+static inline float lanes_total(float sumf, __m256 acc) {
+    float a[8];
+    _mm256_storeu_ps(a, acc);
+    for (int l = 0; l < 8; l++) sumf += a[l];
+    return sumf;
+}
+
+static void vec_dot_q4_K_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {
+    const int64_t nb = n / ELI_QK_K;
+    const eli_block_q8_K *y = vy;
+    float sumf[ELI_KERNEL_MAX_NR] = {0};
+    __m256 acc[ELI_KERNEL_MAX_NR];
+    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int64_t i = 0; i < nb; i++) {
+        yperm_t yp;
+        yperm_load(&yp, y + i);
+        for (int r = 0; r < nr; r++) {
+            const eli_block_q4_K *x = (const eli_block_q4_K *)((const uint8_t *)vx + (size_t)r * bx) + i;
+            uint8_t sc[8], mn[8];
+            scales_mins_k4(x->scales, sc, mn);
+            const int sumi = min_term(y + i, mn);
+            __m256i aux = _mm256_setzero_si256();
+            for (int j = 0; j < 4; j++) {
+                const __m256i q = lane_perm(loadu256(x->qs + 32 * j));
+                const __m256i lo = _mm256_and_si256(q, m4);
+                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, yp.q[2 * j]), _mm256_set1_epi16(sc[2 * j]));
+                const __m256i p1 =
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yp.q[2 * j + 1]), _mm256_set1_epi16(sc[2 * j + 1]));
+                aux = _mm256_add_epi32(aux, _mm256_add_epi32(p0, p1));
+            }
+            const float d = h2f(&x->d) * y[i].d;
+            acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(aux)));
+            const float dmin = h2f(&x->dmin) * y[i].d;
+            sumf[r] -= dmin * (float)sumi;
+        }
+    }
+    for (int r = 0; r < nr; r++) s[r] = lanes_total(sumf[r], acc[r]);
+}
+
+/* Q5_K: bit (2g) of qh[l] -> bit 4 of element 64g + l, bit (2g+1) -> of element 64g + 32 + l. In the
+ * permuted domain qh is permuted like qs; the bit is masked and shifted to position 4. */
+#define Q5K_UP(qh, b, sh) _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8((char)(1 << (b)))), sh)
+#define Q5K_DN(qh, b, sh) _mm256_srli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8((char)(1 << (b)))), sh)
+
+static void vec_dot_q5_K_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {
+    const int64_t nb = n / ELI_QK_K;
+    const eli_block_q8_K *y = vy;
+    float sumf[ELI_KERNEL_MAX_NR] = {0};
+    __m256 acc[ELI_KERNEL_MAX_NR];
+    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int64_t i = 0; i < nb; i++) {
+        yperm_t yp;
+        yperm_load(&yp, y + i);
+        for (int r = 0; r < nr; r++) {
+            const eli_block_q5_K *x = (const eli_block_q5_K *)((const uint8_t *)vx + (size_t)r * bx) + i;
+            uint8_t sc[8], mn[8];
+            scales_mins_k4(x->scales, sc, mn);
+            const int sumi = min_term(y + i, mn);
+            const __m256i qh = lane_perm(loadu256(x->qh));
+            __m256i h[8];
+            h[0] = Q5K_UP(qh, 0, 4), h[1] = Q5K_UP(qh, 1, 3), h[2] = Q5K_UP(qh, 2, 2), h[3] = Q5K_UP(qh, 3, 1);
+            h[4] = _mm256_and_si256(qh, _mm256_set1_epi8(0x10)), h[5] = Q5K_DN(qh, 5, 1);
+            h[6] = Q5K_DN(qh, 6, 2), h[7] = Q5K_DN(qh, 7, 3);
+            __m256i aux = _mm256_setzero_si256();
+            for (int j = 0; j < 4; j++) {
+                const __m256i q = lane_perm(loadu256(x->qs + 32 * j));
+                const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), h[2 * j]);
+                const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h[2 * j + 1]);
+                const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, yp.q[2 * j]), _mm256_set1_epi16(sc[2 * j]));
+                const __m256i p1 =
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yp.q[2 * j + 1]), _mm256_set1_epi16(sc[2 * j + 1]));
+                aux = _mm256_add_epi32(aux, _mm256_add_epi32(p0, p1));
+            }
+            const float d = h2f(&x->d) * y[i].d;
+            acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(aux)));
+            const float dmin = h2f(&x->dmin) * y[i].d;
+            sumf[r] -= dmin * (float)sumi;
+        }
+    }
+    for (int r = 0; r < nr; r++) s[r] = lanes_total(sumf[r], acc[r]);
+}
+
+/* Q6_K: values are u - 32 with u in [0, 63]; maddubs(u, y) - maddubs(32, y) per pair is the exact
+ * signed pair sum. The 16-element sub-blocks alternate in the int16 pairs (element l+8k: k < 2 is the
+ * first sub-block of the 32-chunk), so madd takes the scale pair (sc0, sc1). */
+static void vec_dot_q6_K_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {
+    const int64_t nb = n / ELI_QK_K;
+    const eli_block_q8_K *y = vy;
+    __m256 acc[ELI_KERNEL_MAX_NR];
+    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i m2 = _mm256_set1_epi8(0x03);
+    for (int64_t i = 0; i < nb; i++) {
+        yperm_t yp;
+        yperm_load(&yp, y + i);
+        __m256i off[8];
+        for (int c = 0; c < 8; c++) off[c] = _mm256_maddubs_epi16(_mm256_set1_epi8(32), yp.q[c]);
+        for (int r = 0; r < nr; r++) {
+            const eli_block_q6_K *x = (const eli_block_q6_K *)((const uint8_t *)vx + (size_t)r * bx) + i;
+            __m256i aux = _mm256_setzero_si256();
+            for (int h = 0; h < 2; h++) {
+                const __m256i l0 = lane_perm(loadu256(x->ql + 64 * h));
+                const __m256i l1 = lane_perm(loadu256(x->ql + 64 * h + 32));
+                const __m256i qh = lane_perm(loadu256(x->qh + 32 * h));
+                __m256i u[4];
+                u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+                u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+                u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+                u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+                for (int k = 0; k < 4; k++) {
+                    const int c = 4 * h + k; /* 32-chunk of the super-block: sub-blocks 2c, 2c+1 */
+                    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(u[k], yp.q[c]), off[c]);
+                    const uint32_t sc2 = (uint32_t)(uint16_t)(int16_t)x->scales[2 * c] |
+                                          ((uint32_t)(uint16_t)(int16_t)x->scales[2 * c + 1] << 16);
+                    aux = _mm256_add_epi32(aux, _mm256_madd_epi16(p, _mm256_set1_epi32((int)sc2)));
+                }
+            }
+            const float d = h2f(&x->d) * y[i].d;
+            acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(aux)));
+        }
+    }
+    for (int r = 0; r < nr; r++) s[r] = lanes_total(0.0f, acc[r]);
+}
+
+static float vec_dot_q4_K(int64_t n, const void *vx, const void *vy) {
+    float s;
+    vec_dot_q4_K_nr(n, 1, vx, 0, vy, &s);
+    return s;
+}
+static float vec_dot_q5_K(int64_t n, const void *vx, const void *vy) {
+    float s;
+    vec_dot_q5_K_nr(n, 1, vx, 0, vy, &s);
+    return s;
+}
+static float vec_dot_q6_K(int64_t n, const void *vx, const void *vy) {
+    float s;
+    vec_dot_q6_K_nr(n, 1, vx, 0, vy, &s);
+    return s;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * float formats: products rounded to float, accumulated in double (order differs from the reference)
+ * ------------------------------------------------------------------------------------------------- */
+
+static inline void acc_pd(__m256d *a0, __m256d *a1, __m256 p) {
+    *a0 = _mm256_add_pd(*a0, _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
+    *a1 = _mm256_add_pd(*a1, _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
+}
+
+static inline double hsum_pd(__m256d a) {
+    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
+    s = _mm_add_sd(s, _mm_unpackhi_pd(s, s));
+    return _mm_cvtsd_f64(s);
+}
+
+static inline __m256 load_bf16x8(const uint8_t *p) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+
+#define DEF_FDOT(NAME, ESZ, LOAD8, LOAD1)                                                   \
+    static float NAME(int64_t n, const void *vx, const void *vy) {                          \
+        const uint8_t *px = vx, *py = vy;                                                   \
+        __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;                        \
+        int64_t i = 0;                                                                      \
+        for (; i + 16 <= n; i += 16) {                                                      \
+            acc_pd(&a0, &a1, _mm256_mul_ps(LOAD8(px + ESZ * i), LOAD8(py + ESZ * i)));      \
+            acc_pd(&a2, &a3, _mm256_mul_ps(LOAD8(px + ESZ * (i + 8)), LOAD8(py + ESZ * (i + 8)))); \
+        }                                                                                   \
+        for (; i + 8 <= n; i += 8) acc_pd(&a0, &a1, _mm256_mul_ps(LOAD8(px + ESZ * i), LOAD8(py + ESZ * i))); \
+        double sum = hsum_pd(_mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)));  \
+        for (; i < n; i++) sum += (double)(LOAD1(px + ESZ * i) * LOAD1(py + ESZ * i));      \
+        return (float)sum;                                                                  \
+    }
+
+static inline float ld_f32(const uint8_t *p) {
+    float f;
+    memcpy(&f, p, 4);
+    return f;
+}
+static inline float ld_bf16(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return eli_bf16_to_fp32(h);
+}
+#define LD8_F32(p) _mm256_loadu_ps((const float *)(p))
+#define LD8_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+
+DEF_FDOT(vec_dot_f32, 4, LD8_F32, ld_f32)
+DEF_FDOT(vec_dot_f16, 2, LD8_F16, h2f)
+DEF_FDOT(vec_dot_bf16, 2, load_bf16x8, ld_bf16)
+
+/* ---------------------------------------------------------------------------------------------------
+ * attention helpers (float accumulation, FMA)
+ * ------------------------------------------------------------------------------------------------- */
+
+static inline float hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static float dot_f32(int64_t n, const float *a, const float *b) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    float s = hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+static float dot_f16_f32(int64_t n, const eli_fp16 *a, const float *b) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(LD8_F16(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(LD8_F16(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+        s2 = _mm256_fmadd_ps(LD8_F16(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
+        s3 = _mm256_fmadd_ps(LD8_F16(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(LD8_F16(a + i), _mm256_loadu_ps(b + i), s0);
+    float s = hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i < n; i++) s += _cvtsh_ss(a[i]) * b[i];
+    return s;
+}
+
+static void axpy_f32(int64_t n, float a, const float *x, float *y) {
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+static void f16_to_f32(int64_t n, const eli_fp16 *x, float *y) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, LD8_F16(x + i));
+    for (; i < n; i++) y[i] = _cvtsh_ss(x[i]);
+}
+
+static void scale_f32(int64_t n, float a, float *y) {
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(va, _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] *= a;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * the table (data only: nothing here runs before kernels.c has checked CPUID)
+ * ------------------------------------------------------------------------------------------------- */
+
+const eli_kernels eli_kernels_avx2_table = {
+    .name = "avx2",
+    .vec_dot =
+        {
+            [ELI_TYPE_F32] = vec_dot_f32,
+            [ELI_TYPE_F16] = vec_dot_f16,
+            [ELI_TYPE_BF16] = vec_dot_bf16,
+            [ELI_TYPE_Q4_0] = vec_dot_q4_0,
+            [ELI_TYPE_Q4_1] = vec_dot_q4_1,
+            [ELI_TYPE_Q5_0] = vec_dot_q5_0,
+            [ELI_TYPE_Q5_1] = vec_dot_q5_1,
+            [ELI_TYPE_Q8_0] = vec_dot_q8_0,
+            [ELI_TYPE_Q4_K] = vec_dot_q4_K,
+            [ELI_TYPE_Q5_K] = vec_dot_q5_K,
+            [ELI_TYPE_Q6_K] = vec_dot_q6_K,
+        },
+    .vec_dot_nr =
+        {
+            [ELI_TYPE_Q4_0] = vec_dot_q4_0_nr,
+            [ELI_TYPE_Q4_1] = vec_dot_q4_1_nr,
+            [ELI_TYPE_Q5_0] = vec_dot_q5_0_nr,
+            [ELI_TYPE_Q5_1] = vec_dot_q5_1_nr,
+            [ELI_TYPE_Q8_0] = vec_dot_q8_0_nr,
+            [ELI_TYPE_Q4_K] = vec_dot_q4_K_nr,
+            [ELI_TYPE_Q5_K] = vec_dot_q5_K_nr,
+            [ELI_TYPE_Q6_K] = vec_dot_q6_K_nr,
+        },
+    .nr =
+        {
+            [ELI_TYPE_Q4_0] = 4,
+            [ELI_TYPE_Q4_1] = 4,
+            [ELI_TYPE_Q5_0] = 4,
+            [ELI_TYPE_Q5_1] = 4,
+            [ELI_TYPE_Q8_0] = 4,
+            [ELI_TYPE_Q4_K] = 4,
+            [ELI_TYPE_Q5_K] = 4,
+            [ELI_TYPE_Q6_K] = 4,
+        },
+    .quantize =
+        {
+            [ELI_TYPE_Q8_0] = quantize_q8_0,
+            [ELI_TYPE_Q8_1] = quantize_q8_1,
+            [ELI_TYPE_Q8_K] = quantize_q8_K,
+            [ELI_TYPE_F16] = quantize_f16,
+            [ELI_TYPE_BF16] = quantize_bf16,
+        },
+    .dot_f32 = dot_f32,
+    .dot_f16_f32 = dot_f16_f32,
+    .axpy_f32 = axpy_f32,
+    .f16_to_f32 = f16_to_f32,
+    .scale_f32 = scale_f32,
+};
+
+#else
+/* Built without the AVX2 flags (non-x86 host or a compiler without them): no table. */
+const eli_kernels eli_kernels_avx2_table = {.name = NULL};
+#endif

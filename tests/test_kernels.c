@@ -1,0 +1,209 @@
+/* Every SIMD kernel against the scalar reference (kernels.h contract) on random data of many lengths:
+ * activation quantizers byte-identical, integer dot products bit-identical (also through the multi-row
+ * kernels, for every row count), float dot products within normalised MSE 1e-7; the fused attention
+ * against the two-pass eli_attend. On a CPU without AVX2 only the reference table is checked. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "ops.h"
+#include "quants.h"
+#include "test.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+static uint32_t rnd32(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (uint32_t)(rng >> 32);
+}
+static float uniform(void) { return ((float)rnd32() + 0.5f) * (1.0f / 4294967296.0f); }
+static float gauss(void) { return sqrtf(-2.0f * logf(uniform())) * cosf(6.2831853f * uniform()); }
+
+/* random floats of a few shapes: gaussian, gaussian with outliers, small integers (ties), zero runs */
+static void fill(float *x, int64_t n, int kind) {
+    for (int64_t i = 0; i < n; i++) {
+        switch (kind % 4) {
+        case 0: x[i] = gauss(); break;
+        case 1: x[i] = gauss() * (rnd32() % 17 == 0 ? 30.0f : 0.05f); break;
+        case 2: x[i] = (float)((int)(rnd32() % 33) - 16) * 0.25f; break;
+        default: x[i] = (i / 32) % 3 == 1 ? 0.0f : gauss() * 1e-3f; break;
+        }
+    }
+}
+
+static const uint32_t weight_types[] = {ELI_TYPE_F32, ELI_TYPE_F16, ELI_TYPE_BF16, ELI_TYPE_Q8_0,
+                                        ELI_TYPE_Q4_0, ELI_TYPE_Q4_1, ELI_TYPE_Q5_0, ELI_TYPE_Q5_1,
+                                        ELI_TYPE_Q4_K, ELI_TYPE_Q5_K, ELI_TYPE_Q6_K};
+
+static int is_float_type(uint32_t t) { return t == ELI_TYPE_F32 || t == ELI_TYPE_F16 || t == ELI_TYPE_BF16; }
+
+static void check_table(const eli_kernels *K, const eli_kernels *R) {
+    printf("checking kernel table '%s'\n", K->name);
+    /* activation quantizers: identical bytes */
+    const uint32_t acts[] = {ELI_TYPE_Q8_0, ELI_TYPE_Q8_1, ELI_TYPE_Q8_K, ELI_TYPE_F16, ELI_TYPE_BF16};
+    for (size_t a = 0; a < sizeof acts / sizeof acts[0]; a++) {
+        const uint32_t t = acts[a];
+        const int64_t bs = eli_type_info(t)->block_size;
+        int bad = 0;
+        for (int it = 0; it < 64; it++) {
+            const int64_t n = (bs == 1 ? 1 + rnd32() % 600 : bs * (1 + rnd32() % 24));
+            float *x = malloc(sizeof(float) * (size_t)n);
+            fill(x, n, it);
+            const size_t rs = eli_row_size(t, n);
+            uint8_t *q0 = calloc(1, rs), *q1 = calloc(1, rs);
+            R->quantize[t](x, q0, n);
+            K->quantize[t](x, q1, n);
+            if (memcmp(q0, q1, rs)) bad++;
+            free(x), free(q0), free(q1);
+        }
+        CHECK(bad == 0, "%s: quantize %s differs from the reference in %d of 64 rows", K->name, eli_type_name(t), bad);
+    }
+
+    /* dot products */
+    for (size_t w = 0; w < sizeof weight_types / sizeof weight_types[0]; w++) {
+        const uint32_t t = weight_types[w];
+        const eli_type_traits *tt = eli_type_info(t);
+        const uint32_t at = tt->vec_dot_type;
+        const int64_t bs = tt->block_size == 1 ? 32 : tt->block_size;
+        const int64_t mult[] = {1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 64, 72};
+        int bad_exact = 0, bad_nr = 0, n_cases = 0;
+        double err2 = 0, ref2 = 0;
+        for (size_t mi = 0; mi < sizeof mult / sizeof mult[0]; mi++) {
+            for (int extra = 0; extra < (tt->block_size == 1 ? 3 : 1); extra++) {
+                const int64_t n = bs * mult[mi] + (tt->block_size == 1 ? extra * 3 : 0);
+                if (n > 4608) continue;
+                const int rows = ELI_KERNEL_MAX_NR;
+                const size_t wrs = eli_row_size(t, n), ars = eli_row_size(at, n);
+                float *xf = malloc(sizeof(float) * (size_t)n);
+                uint8_t *wq = malloc(wrs * rows), *aq = malloc(ars);
+                for (int r = 0; r < rows; r++) {
+                    fill(xf, n, (int)(mi + (size_t)r));
+                    eli_quantize_row(t, xf, wq + (size_t)r * wrs, n);
+                }
+                fill(xf, n, (int)mi + 1);
+                R->quantize[at](xf, aq, n);
+                float ref[ELI_KERNEL_MAX_NR], got[ELI_KERNEL_MAX_NR];
+                for (int r = 0; r < rows; r++) {
+                    ref[r] = R->vec_dot[t](n, wq + (size_t)r * wrs, aq);
+                    got[r] = K->vec_dot[t](n, wq + (size_t)r * wrs, aq);
+                    n_cases++;
+                    if (is_float_type(t)) {
+                        err2 += ((double)ref[r] - got[r]) * ((double)ref[r] - got[r]);
+                        ref2 += (double)ref[r] * ref[r];
+                    } else if (memcmp(&ref[r], &got[r], sizeof(float))) {
+                        if (bad_exact++ < 3)
+                            fprintf(stderr, "  %s n=%lld row %d: ref %.9g got %.9g\n", eli_type_name(t), (long long)n, r,
+                                    ref[r], got[r]);
+                    }
+                }
+                if (K->vec_dot_nr[t]) {
+                    for (int nr = 1; nr <= K->nr[t] && nr <= ELI_KERNEL_MAX_NR; nr++) {
+                        for (int r0 = 0; r0 + nr <= rows; r0 += nr) {
+                            float s[ELI_KERNEL_MAX_NR];
+                            K->vec_dot_nr[t](n, nr, wq + (size_t)r0 * wrs, wrs, aq, s);
+                            for (int i = 0; i < nr; i++)
+                                if (memcmp(&s[i], &got[r0 + i], sizeof(float))) bad_nr++;
+                        }
+                    }
+                }
+                free(xf), free(wq), free(aq);
+            }
+        }
+        if (is_float_type(t)) {
+            const double nmse = ref2 > 0 ? err2 / ref2 : err2;
+            printf("  %-5s %4d dots: normalised MSE %.3g\n", eli_type_name(t), n_cases, nmse);
+            CHECK(nmse <= 1e-7, "%s: %s dot NMSE %.3g", K->name, eli_type_name(t), nmse);
+        } else {
+            printf("  %-5s %4d dots: %d differ from the reference\n", eli_type_name(t), n_cases, bad_exact);
+            CHECK(bad_exact == 0, "%s: %s dot differs in %d of %d", K->name, eli_type_name(t), bad_exact, n_cases);
+        }
+        CHECK(bad_nr == 0, "%s: %s multi-row kernel differs from the single-row one %d times", K->name,
+              eli_type_name(t), bad_nr);
+    }
+
+    /* attention helpers */
+    {
+        double e2 = 0, r2 = 0;
+        for (int it = 0; it < 50; it++) {
+            const int64_t n = 1 + rnd32() % 600;
+            float *a = malloc(sizeof(float) * (size_t)n), *b = malloc(sizeof(float) * (size_t)n);
+            eli_fp16 *h = malloc(sizeof(eli_fp16) * (size_t)n);
+            fill(a, n, 0), fill(b, n, 0);
+            for (int64_t i = 0; i < n; i++) h[i] = eli_fp32_to_fp16(a[i]);
+            double r = R->dot_f32(n, a, b), g = K->dot_f32(n, a, b);
+            e2 += (r - g) * (r - g), r2 += r * r;
+            r = R->dot_f16_f32(n, h, b), g = K->dot_f16_f32(n, h, b);
+            e2 += (r - g) * (r - g), r2 += r * r;
+            float *y0 = malloc(sizeof(float) * (size_t)n), *y1 = malloc(sizeof(float) * (size_t)n);
+            R->f16_to_f32(n, h, y0);
+            K->f16_to_f32(n, h, y1);
+            CHECK(!memcmp(y0, y1, sizeof(float) * (size_t)n), "%s: f16_to_f32", K->name);
+            R->axpy_f32(n, 0.37f, a, y0);
+            K->axpy_f32(n, 0.37f, a, y1);
+            R->scale_f32(n, 1.7f, y0);
+            K->scale_f32(n, 1.7f, y1);
+            for (int64_t i = 0; i < n; i++) e2 += ((double)y0[i] - y1[i]) * ((double)y0[i] - y1[i]), r2 += (double)y0[i] * y0[i];
+            free(a), free(b), free(h), free(y0), free(y1);
+        }
+        CHECK(e2 / r2 <= 1e-7, "%s: attention helpers NMSE %.3g", K->name, e2 / r2);
+    }
+}
+
+/* the fused attention against the two-pass reference, f32 and f16 caches, head dims 256 and 512,
+ * GQA groups, windows that wrap the ring */
+static void check_attention(const eli_kernels *K) {
+    const uint32_t types[] = {ELI_TYPE_F32, ELI_TYPE_F16};
+    const int dims[] = {64, 256, 512};
+    for (size_t ti = 0; ti < 2; ti++) {
+        for (size_t di = 0; di < 3; di++) {
+            const uint32_t type = types[ti];
+            const int d = dims[di], G = 4;
+            const int64_t n_cells = 300;
+            const size_t row_bytes = eli_row_size(type, d);
+            uint8_t *kc = malloc(row_bytes * (size_t)n_cells), *vc = malloc(row_bytes * (size_t)n_cells);
+            float *tmp = malloc(sizeof(float) * (size_t)d);
+            for (int64_t c = 0; c < n_cells; c++) {
+                fill(tmp, d, 0);
+                for (int i = 0; i < d; i++) tmp[i] *= 0.3f;
+                eli_quantize_row(type, tmp, kc + (size_t)c * row_bytes, d);
+                fill(tmp, d, 0);
+                eli_quantize_row(type, tmp, vc + (size_t)c * row_bytes, d);
+            }
+            float *q = malloc(sizeof(float) * (size_t)(G * d)), *ref = malloc(sizeof(float) * (size_t)(G * d));
+            float *got = malloc(sizeof(float) * (size_t)(G * d));
+            float *scores = malloc(sizeof(float) * 1024), *t2 = malloc(sizeof(float) * (size_t)(2 * d + 64));
+            float *work = malloc(eli_attend_flash_work_size(G, d));
+            double e2 = 0, r2 = 0;
+            const int32_t ranges[][2] = {{0, 0}, {0, 7}, {3, 40}, {0, 299}, {250, 520}, {100, 163}};
+            for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++) {
+                fill(q, (int64_t)G * d, 0);
+                for (int g = 0; g < G; g++)
+                    eli_attend(q + g * d, d, kc, vc, type, row_bytes, n_cells, ranges[ri][0], ranges[ri][1], scores, t2,
+                               ref + g * d);
+                eli_attend_flash(K, q, G, d, kc, vc, type, row_bytes, n_cells, ranges[ri][0], ranges[ri][1], work, got);
+                for (int i = 0; i < G * d; i++)
+                    e2 += ((double)ref[i] - got[i]) * ((double)ref[i] - got[i]), r2 += (double)ref[i] * ref[i];
+            }
+            printf("  flash attention %s d=%d (%s): normalised MSE %.3g\n", eli_type_name(type), d, K->name, e2 / r2);
+            CHECK(e2 / r2 <= (type == ELI_TYPE_F32 ? 1e-10 : 1e-6), "flash attention %s d=%d NMSE %.3g",
+                  eli_type_name(type), d, e2 / r2);
+            free(kc), free(vc), free(tmp), free(q), free(ref), free(got), free(scores), free(t2), free(work);
+        }
+    }
+}
+
+int main(void) {
+    const eli_kernels *R = eli_kernels_reference();
+    const eli_kernels *A = eli_kernels_avx2();
+    CHECK(R && R->vec_dot[ELI_TYPE_Q4_K], "reference table");
+    /* the reference table against itself exercises the harness and the nr fallback */
+    check_table(R, R);
+    if (A) check_table(A, R);
+    else printf("no AVX2 on this CPU: only the reference table is checked\n");
+    printf("best table: %s\n", eli_kernels_best()->name);
+    check_attention(R);
+    if (A) check_attention(A);
+    TEST_MAIN_END();
+}
