@@ -4,24 +4,32 @@ BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CC ?= cc
 
-.PHONY: all test asan clang run clean
+.PHONY: all deps test asan clang run install clean
+PREFIX ?= /usr/local
 
 all:
 	@cmake -S . -B $(BUILD) -DCMAKE_C_COMPILER=$(CC) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-test: all
+# The Node.js host test needs koffi (from the npm registry, pinned by tests/node/package-lock.json).
+deps:
+	@[ -d tests/node/node_modules/koffi ] || npm ci --prefix tests/node --no-audit --no-fund >/dev/null
+
+test: all deps
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-asan:
+asan: deps
 	@cmake -S . -B build-asan -DELI_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	cd build-asan && ctest --output-on-failure -j $(JOBS)
 
-clang:
+clang: deps
 	@cmake -S . -B build-clang -DCMAKE_C_COMPILER=clang >/dev/null
 	@cmake --build build-clang -j $(JOBS)
 	cd build-clang && ctest --output-on-failure -j $(JOBS)
+
+install: all
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
 	rm -rf $(BUILD) build-asan build-clang

@@ -31,6 +31,10 @@ struct eli_context {
     float *attn_tmp; /* per thread: [nth][2 * head_dim_max] */
     float *moe_rn, *moe_y; /* MoE router input and one expert's output [E] */
     eli_buf qbuf;  /* activations converted for the matmul */
+    const eli_kernels *kern; /* kernel table (kernels.h) */
+    int flash;     /* fused attention on f32/f16 caches (off with the reference kernels) */
+    uint8_t *flash_work; /* per thread: [nth][flash_work_bytes] */
+    size_t flash_work_bytes;
 };
 
 eli_context_params eli_context_default_params(void) {
@@ -53,6 +57,7 @@ void eli_context_free(eli_context *c) {
     eli_pool_free(c->pool);
     free(c->x), free(c->xn), free(c->tmp), free(c->tmp2), free(c->q), free(c->k), free(c->v), free(c->att);
     free(c->gate), free(c->up), free(c->ple), free(c->ple_tok), free(c->scores), free(c->attn_tmp), free(c->moe_rn), free(c->moe_y);
+    free(c->flash_work);
     eli_buf_free(&c->qbuf);
     free(c);
 }
@@ -113,8 +118,17 @@ eli_context *eli_context_create(const eli_model *m, const eli_context_params *pa
     c->attn_tmp = alloc_f32((int64_t)p.n_threads * 2 * dmax);
     c->moe_rn = alloc_f32(E);
     c->moe_y = alloc_f32(E);
+    c->kern = p.reference_kernels ? eli_kernels_reference() : eli_kernels_best();
+    c->flash = !p.reference_kernels && (p.kv_type == ELI_TYPE_F32 || p.kv_type == ELI_TYPE_F16);
+    int gmax = 1;
+    for (int il = 0; il < hp->n_layer; il++) {
+        const eli_layer *l = &m->layers[il];
+        if (l->n_head_kv > 0 && l->n_head / l->n_head_kv > gmax) gmax = l->n_head / l->n_head_kv;
+    }
+    c->flash_work_bytes = (eli_attend_flash_work_size(gmax, (int)dmax) + 63) & ~(size_t)63;
+    c->flash_work = malloc(c->flash_work_bytes * (size_t)p.n_threads);
     if (!c->x || !c->xn || !c->tmp || !c->tmp2 || !c->q || !c->k || !c->v || !c->att || !c->gate || !c->up ||
-        !c->ple || !c->ple_tok || !c->scores || !c->attn_tmp || !c->moe_rn || !c->moe_y)
+        !c->ple || !c->ple_tok || !c->scores || !c->attn_tmp || !c->moe_rn || !c->moe_y || !c->flash_work)
         goto oom;
     return c;
 oom:
@@ -143,7 +157,7 @@ static void attn_task(void *ctx, int ith, int nth) {
     float *tmp = j->c->attn_tmp + (int64_t)ith * 2 * l->head_dim;
     int64_t b, e;
     eli_split(j->T * H, ith, nth, &b, &e);
-    for (int64_t i = b; i < e; i++) {
+    for (int64_t i = b; i < e;) {
         const int64_t t = i / H;
         const int h = (int)(i % H), g = h / group; /* contiguous GQA groups, as HF repeat_kv */
         const int32_t pos = (int32_t)(j->pos0 + t);
@@ -151,9 +165,21 @@ static void attn_task(void *ctx, int ith, int nth) {
         int32_t p_lo = 0;
         if (l->is_swa && pos - hp->n_swa + 1 > 0) p_lo = pos - hp->n_swa + 1;
         const size_t head_off = eli_row_size(type, (int64_t)g * d); /* heads start on block boundaries */
-        eli_attend(j->c->q + t * H * d + (int64_t)h * d, d, j->cache->k + head_off, j->cache->v + head_off, type,
-                   j->cache->row_bytes, j->cache->n_cells, p_lo, pos, scores, tmp,
-                   j->c->att + t * H * d + (int64_t)h * d);
+        const float *q = j->c->q + t * H * d + (int64_t)h * d;
+        float *out = j->c->att + t * H * d + (int64_t)h * d;
+        if (j->c->flash) {
+            /* the heads of this thread's range that share this KV head, in one pass over the cache */
+            int n = (g + 1) * group - h;
+            if (n > e - i) n = (int)(e - i);
+            eli_attend_flash(j->c->kern, q, n, d, j->cache->k + head_off, j->cache->v + head_off, type,
+                             j->cache->row_bytes, j->cache->n_cells, p_lo, pos,
+                             j->c->flash_work + (size_t)ith * j->c->flash_work_bytes, out);
+            i += n;
+        } else {
+            eli_attend(q, d, j->cache->k + head_off, j->cache->v + head_off, type, j->cache->row_bytes,
+                       j->cache->n_cells, p_lo, pos, scores, tmp, out);
+            i++;
+        }
     }
 }
 
@@ -170,7 +196,7 @@ static int attention_block(eli_context *c, int il, int64_t T, int64_t pos0) {
 
     /* (a) a = RMSw(h, attn_norm); q = RoPE(RMSw(attn_q·a, q_norm)) per head */
     for (int64_t t = 0; t < T; t++) eli_rms_norm(c->xn + t * E, c->x + t * E, l->attn_norm, E, hp->rms_eps);
-    if ((rc = eli_matmul(c->pool, &l->wq, 0, c->xn, T, c->q, &c->qbuf))) return rc;
+    if ((rc = eli_matmul_k(c->pool, c->kern, &l->wq, 0, c->xn, T, c->q, &c->qbuf))) return rc;
     for (int64_t t = 0; t < T; t++) {
         float *q = c->q + t * H * d;
         for (int h = 0; h < H; h++) eli_rms_norm(q + h * d, q + h * d, l->q_norm, d, hp->rms_eps);
@@ -179,10 +205,10 @@ static int attention_block(eli_context *c, int il, int64_t T, int64_t pos0) {
 
     /* (b) K and V of this layer into the cache (KV-shared layers skip this and read their source's) */
     if (l->has_kv) {
-        if ((rc = eli_matmul(c->pool, &l->wk, 0, c->xn, T, c->k, &c->qbuf))) return rc;
+        if ((rc = eli_matmul_k(c->pool, c->kern, &l->wk, 0, c->xn, T, c->k, &c->qbuf))) return rc;
         if (l->k_eq_v)
             memcpy(c->v, c->k, (size_t)(T * Hkv * d) * sizeof(float)); /* V = raw K projection */
-        else if ((rc = eli_matmul(c->pool, &l->wv, 0, c->xn, T, c->v, &c->qbuf)))
+        else if ((rc = eli_matmul_k(c->pool, c->kern, &l->wv, 0, c->xn, T, c->v, &c->qbuf)))
             return rc;
         for (int64_t t = 0; t < T; t++) {
             float *k = c->k + t * Hkv * d, *v = c->v + t * Hkv * d;
@@ -198,7 +224,7 @@ static int attention_block(eli_context *c, int il, int64_t T, int64_t pos0) {
     /* (c) attention, scale 1.0, then the output projection */
     attn_job j = {c, l, &c->kv->layers[l->kv_source], T, pos0};
     eli_pool_run(c->pool, attn_task, &j);
-    if ((rc = eli_matmul(c->pool, &l->wo, 0, c->att, T, c->tmp, &c->qbuf))) return rc;
+    if ((rc = eli_matmul_k(c->pool, c->kern, &l->wo, 0, c->att, T, c->tmp, &c->qbuf))) return rc;
 
     /* (d) h1 = h + RMSw(attn, post_attention_norm) */
     for (int64_t t = 0; t < T; t++) {
@@ -214,10 +240,10 @@ static int geglu_mlp(eli_context *c, const eli_weight *wg, const eli_weight *wu,
                      const float *in, int64_t T, float *out) {
     int rc;
     const int64_t n = wg->rows;
-    if ((rc = eli_matmul(c->pool, wg, mat, in, T, c->gate, &c->qbuf))) return rc;
-    if ((rc = eli_matmul(c->pool, wu, mat, in, T, c->up, &c->qbuf))) return rc;
+    if ((rc = eli_matmul_k(c->pool, c->kern, wg, mat, in, T, c->gate, &c->qbuf))) return rc;
+    if ((rc = eli_matmul_k(c->pool, c->kern, wu, mat, in, T, c->up, &c->qbuf))) return rc;
     for (int64_t i = 0; i < T * n; i++) c->gate[i] = eli_gelu(c->gate[i]) * c->up[i];
-    return eli_matmul(c->pool, wd, mat, c->gate, T, out, &c->qbuf);
+    return eli_matmul_k(c->pool, c->kern, wd, mat, c->gate, T, out, &c->qbuf);
 }
 
 /* (e') the routed experts of one token: out = Σ_{e∈top-k} w_e · (down_e · geglu_e(u)) · scale_e */
@@ -232,7 +258,7 @@ static int moe_experts(eli_context *c, const eli_layer *l, const float *h1, cons
     const float inv_sqrt_e = 1.0f / sqrtf((float)E);
     for (int64_t i = 0; i < E; i++) rn[i] = rn[i] * inv_sqrt_e * l->gate_inp_scale[i];
     float probs[4096];
-    if ((rc = eli_matmul(c->pool, &l->gate_inp, 0, rn, 1, probs, &c->qbuf))) return rc;
+    if ((rc = eli_matmul_k(c->pool, c->kern, &l->gate_inp, 0, rn, 1, probs, &c->qbuf))) return rc;
     eli_softmax_inplace(probs, X);
     /* top-k by probability, highest first */
     int sel[4096];
@@ -254,9 +280,9 @@ static int moe_experts(eli_context *c, const eli_layer *l, const float *h1, cons
     for (int k = 0; k < K; k++) {
         const int e = sel[k];
         if (l->gate_up_exps.data) {
-            if ((rc = eli_matmul(c->pool, &l->gate_up_exps, e, u, 1, c->gate, &c->qbuf))) return rc;
+            if ((rc = eli_matmul_k(c->pool, c->kern, &l->gate_up_exps, e, u, 1, c->gate, &c->qbuf))) return rc;
             for (int64_t i = 0; i < F; i++) c->gate[i] = eli_gelu(c->gate[i]) * c->gate[F + i];
-            if ((rc = eli_matmul(c->pool, &l->down_exps, e, c->gate, 1, y, &c->qbuf))) return rc;
+            if ((rc = eli_matmul_k(c->pool, c->kern, &l->down_exps, e, c->gate, 1, y, &c->qbuf))) return rc;
         } else if ((rc = geglu_mlp(c, &l->gate_exps, &l->up_exps, &l->down_exps, e, u, 1, y))) {
             return rc;
         }
@@ -302,10 +328,10 @@ static int ple_block(eli_context *c, int il, int64_t T) {
     const eli_layer *l = &c->m->layers[il];
     const int64_t E = hp->n_embd, P = hp->n_pl, W = P * hp->n_layer;
     int rc;
-    if ((rc = eli_matmul(c->pool, &l->inp_gate, 0, c->x, T, c->gate, &c->qbuf))) return rc;
+    if ((rc = eli_matmul_k(c->pool, c->kern, &l->inp_gate, 0, c->x, T, c->gate, &c->qbuf))) return rc;
     for (int64_t t = 0; t < T; t++)
         for (int64_t i = 0; i < P; i++) c->gate[t * P + i] = eli_gelu(c->gate[t * P + i]) * c->ple[t * W + il * P + i];
-    if ((rc = eli_matmul(c->pool, &l->proj, 0, c->gate, T, c->tmp, &c->qbuf))) return rc;
+    if ((rc = eli_matmul_k(c->pool, c->kern, &l->proj, 0, c->gate, T, c->tmp, &c->qbuf))) return rc;
     for (int64_t t = 0; t < T; t++) {
         float *o = c->tmp + t * E, *x = c->x + t * E;
         eli_rms_norm(o, o, l->ple_post_norm, E, hp->rms_eps);
@@ -328,7 +354,7 @@ static int embed(eli_context *c, const int32_t *tokens, int64_t T) {
     if (!hp->n_pl) return ELI_OK;
     const int64_t P = hp->n_pl, W = P * hp->n_layer;
     const float tok_scale = sqrtf((float)P), proj_scale = 1.0f / sqrtf((float)E), comb_scale = 1.0f / sqrtf(2.0f);
-    int rc = eli_matmul(c->pool, &m->ple_model_proj, 0, c->x, T, c->ple, &c->qbuf);
+    int rc = eli_matmul_k(c->pool, c->kern, &m->ple_model_proj, 0, c->x, T, c->ple, &c->qbuf);
     if (rc) return rc;
     for (int64_t t = 0; t < T; t++) {
         float *tok = c->ple_tok + t * W, *pr = c->ple + t * W;
@@ -351,7 +377,7 @@ static int head(eli_context *c, int64_t first, int64_t T, float *logits, float *
     for (int64_t t = first; t < T; t++) eli_rms_norm(c->xn + (t - first) * E, c->x + t * E, m->output_norm, E, hp->rms_eps);
     if (hidden) memcpy(hidden, c->xn, (size_t)(n * E) * sizeof(float));
     if (!logits) return ELI_OK;
-    int rc = eli_matmul(c->pool, &m->output, 0, c->xn, n, logits, &c->qbuf);
+    int rc = eli_matmul_k(c->pool, c->kern, &m->output, 0, c->xn, n, logits, &c->qbuf);
     if (rc) return rc;
     if (hp->final_softcap > 0) eli_softcap(logits, n * hp->n_vocab, hp->final_softcap);
     return ELI_OK;

@@ -330,15 +330,17 @@ static int parse(gguf_file *f, eli_error *err) {
         if (t->n_dims == 0 || t->n_dims > GGUF_MAX_DIMS)
             return eli_fail(err, ELI_ERR_INVALID_ARG, "tensor '%s': %u dimensions (expected 1..%d)", t->name, t->n_dims,
                             GGUF_MAX_DIMS);
-        int64_t nel = 1;
+        int64_t nel = 1, nonzero = 1; /* the product of the non-zero dims must fit too, so that any
+                                          partial product a consumer computes cannot overflow */
         for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++) {
             uint64_t ne = 1;
             if (d < t->n_dims && (rc = rd_u64(&r, &ne))) return rc;
             if (ne > (uint64_t)INT64_MAX)
                 return eli_fail(err, ELI_ERR_INVALID_ARG, "tensor '%s': dimension %u is negative", t->name, d);
             t->ne[d] = (int64_t)ne;
-            if (ne && nel > INT64_MAX / (int64_t)ne)
+            if (ne && nonzero > INT64_MAX / (int64_t)ne)
                 return eli_fail(err, ELI_ERR_INVALID_ARG, "tensor '%s': element count overflows", t->name);
+            if (ne) nonzero *= (int64_t)ne;
             nel *= (int64_t)ne;
         }
         if ((rc = rd_u32(&r, &t->type)) || (rc = rd_u64(&r, &t->offset))) return rc;

@@ -131,39 +131,148 @@ void eli_weight_row(const eli_weight *w, int64_t mat, int64_t r, float *out) {
 }
 
 typedef struct {
+    const eli_kernels *k;
     const eli_weight *w;
     const uint8_t *mat_base;
     const void *xq;
     size_t xq_row;
     int64_t T;
     float *y;
-    eli_vec_dot_fn dot;
 } matmul_job;
+
+#define MATMUL_TOKEN_TILE 16
 
 static void matmul_task(void *ctx, int ith, int nth) {
     const matmul_job *j = ctx;
+    const eli_weight *w = j->w;
+    const eli_vec_dot_fn dot = j->k->vec_dot[w->type];
+    const eli_vec_dot_nr_fn dot_nr = j->k->vec_dot_nr[w->type];
+    int NR = dot_nr ? j->k->nr[w->type] : 1;
+    if (NR < 1) NR = 1;
+    if (NR > ELI_KERNEL_MAX_NR) NR = ELI_KERNEL_MAX_NR;
+    const int64_t rows = w->rows;
     int64_t r0, r1;
-    eli_split(j->w->rows, ith, nth, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *wr = j->mat_base + (size_t)r * j->w->row_bytes;
-        for (int64_t t = 0; t < j->T; t++)
-            j->y[t * j->w->rows + r] = j->dot(j->w->cols, wr, (const uint8_t *)j->xq + (size_t)t * j->xq_row);
+    eli_split(rows, ith, nth, &r0, &r1);
+    for (int64_t t0 = 0; t0 < j->T; t0 += MATMUL_TOKEN_TILE) {
+        const int64_t t1 = t0 + MATMUL_TOKEN_TILE < j->T ? t0 + MATMUL_TOKEN_TILE : j->T;
+        for (int64_t r = r0; r < r1; r += NR) {
+            const int nr = (int)(r1 - r < NR ? r1 - r : NR);
+            const uint8_t *wr = j->mat_base + (size_t)r * w->row_bytes;
+            for (int64_t t = t0; t < t1; t++) {
+                const uint8_t *xq = (const uint8_t *)j->xq + (size_t)t * j->xq_row;
+                float *yt = j->y + t * rows + r;
+                if (dot_nr && nr > 1) {
+                    dot_nr(w->cols, nr, wr, w->row_bytes, xq, yt);
+                } else {
+                    for (int i = 0; i < nr; i++) yt[i] = dot(w->cols, wr + (size_t)i * w->row_bytes, xq);
+                }
+            }
+        }
     }
 }
 
+typedef struct {
+    eli_quantize_fn quantize;
+    const float *x;
+    uint8_t *q;
+    int64_t cols, T;
+    size_t row;
+} quantize_job;
+
+static void quantize_task(void *ctx, int ith, int nth) {
+    const quantize_job *j = ctx;
+    int64_t b, e;
+    eli_split(j->T, ith, nth, &b, &e);
+    for (int64_t t = b; t < e; t++) j->quantize(j->x + t * j->cols, j->q + (size_t)t * j->row, j->cols);
+}
+
 int eli_matmul(eli_pool *pool, const eli_weight *w, int64_t mat, const float *x, int64_t T, float *y, eli_buf *scratch) {
+    return eli_matmul_k(pool, NULL, w, mat, x, T, y, scratch);
+}
+
+int eli_matmul_k(eli_pool *pool, const eli_kernels *k, const eli_weight *w, int64_t mat, const float *x, int64_t T,
+                 float *y, eli_buf *scratch) {
+    if (!k) k = eli_kernels_best();
     const eli_type_traits *tt = eli_type_info(w->type);
-    const eli_type_traits *at = eli_type_info(tt->vec_dot_type);
-    matmul_job j = {w, (const uint8_t *)w->data + (size_t)mat * (size_t)w->rows * w->row_bytes, x,
-                    (size_t)w->cols * sizeof(float), T, y, tt->vec_dot};
+    matmul_job j = {k, w, (const uint8_t *)w->data + (size_t)mat * (size_t)w->rows * w->row_bytes, x,
+                    (size_t)w->cols * sizeof(float), T, y};
     if (tt->vec_dot_type != ELI_TYPE_F32) {
         size_t row = eli_row_size(tt->vec_dot_type, w->cols);
         uint8_t *q = eli_buf_reserve(scratch, row * (size_t)T);
         if (!q) return ELI_ERR_OOM;
-        for (int64_t t = 0; t < T; t++) at->quantize(x + t * w->cols, q + (size_t)t * row, w->cols);
+        quantize_job qj = {k->quantize[tt->vec_dot_type], x, q, w->cols, T, row};
+        if (T > 1) eli_pool_run(pool, quantize_task, &qj);
+        else quantize_task(&qj, 0, 1);
         j.xq = q;
         j.xq_row = row;
     }
     eli_pool_run(pool, matmul_task, &j);
     return ELI_OK;
+}
+
+/* ---- fused attention ---- */
+
+#define FLASH_CHUNK 64
+
+size_t eli_attend_flash_work_size(int G, int d) {
+    /* q rounded to the cache's dot format (G*d), one V row as f32 (d), scores (G*CHUNK), max and sum (2G) */
+    return sizeof(float) * ((size_t)G * (size_t)d + (size_t)d + (size_t)G * FLASH_CHUNK + 2 * (size_t)G) + 64;
+}
+
+void eli_attend_flash(const eli_kernels *k, const float *q, int G, int d, const uint8_t *k_head, const uint8_t *v_head,
+                      uint32_t kv_type, size_t row_bytes, int64_t n_cells, int32_t p_lo, int32_t p_hi, void *work,
+                      float *out) {
+    float *qr = work;
+    float *vrow = qr + (size_t)G * d;
+    float *s = vrow + d;
+    float *mx = s + (size_t)G * FLASH_CHUNK;
+    float *sum = mx + G;
+    const int f16 = kv_type == ELI_TYPE_F16;
+    for (int g = 0; g < G; g++) {
+        mx[g] = -INFINITY;
+        sum[g] = 0.0f;
+        for (int i = 0; i < d; i++) out[(size_t)g * d + i] = 0.0f;
+        /* as llama.cpp (and eli_attend): Q is rounded to f16 before Q·K on an f16 cache */
+        if (f16)
+            for (int i = 0; i < d; i++) qr[(size_t)g * d + i] = eli_fp16_to_fp32(eli_fp32_to_fp16(q[(size_t)g * d + i]));
+    }
+    const float *qq = f16 ? qr : q;
+    for (int64_t p0 = p_lo; p0 <= p_hi; p0 += FLASH_CHUNK) {
+        const int nc = (int)(p_hi - p0 + 1 < FLASH_CHUNK ? p_hi - p0 + 1 : FLASH_CHUNK);
+        for (int jj = 0; jj < nc; jj++) {
+            const uint8_t *kr = k_head + (size_t)((p0 + jj) % n_cells) * row_bytes;
+            for (int g = 0; g < G; g++)
+                s[g * FLASH_CHUNK + jj] = f16 ? k->dot_f16_f32(d, (const eli_fp16 *)kr, qq + (size_t)g * d)
+                                              : k->dot_f32(d, (const float *)kr, qq + (size_t)g * d);
+        }
+        for (int g = 0; g < G; g++) {
+            float *sg = s + g * FLASH_CHUNK;
+            float cm = mx[g];
+            for (int jj = 0; jj < nc; jj++) cm = sg[jj] > cm ? sg[jj] : cm;
+            if (cm > mx[g]) {
+                if (mx[g] != -INFINITY) {
+                    const float r = expf(mx[g] - cm);
+                    k->scale_f32(d, r, out + (size_t)g * d);
+                    sum[g] *= r;
+                }
+                mx[g] = cm;
+            }
+            float acc = 0.0f;
+            for (int jj = 0; jj < nc; jj++) {
+                sg[jj] = expf(sg[jj] - cm);
+                acc += sg[jj];
+            }
+            sum[g] += acc;
+        }
+        for (int jj = 0; jj < nc; jj++) {
+            const uint8_t *vr = v_head + (size_t)((p0 + jj) % n_cells) * row_bytes;
+            const float *v = (const float *)vr;
+            if (f16) {
+                k->f16_to_f32(d, (const eli_fp16 *)vr, vrow);
+                v = vrow;
+            }
+            for (int g = 0; g < G; g++) k->axpy_f32(d, s[g * FLASH_CHUNK + jj], v, out + (size_t)g * d);
+        }
+    }
+    for (int g = 0; g < G; g++) k->scale_f32(d, 1.0f / sum[g], out + (size_t)g * d);
 }

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels.h"
 #include "model.h"
 #include "threadpool.h"
 
@@ -38,9 +39,26 @@ void eli_softcap(float *x, int64_t n, float c);
 void eli_attend(const float *q, int d, const uint8_t *k_head, const uint8_t *v_head, uint32_t kv_type,
                 size_t row_bytes, int64_t n_cells, int32_t p_lo, int32_t p_hi, float *scores, float *tmp, float *out);
 
+/* Fused (flash-style) attention of G query heads that share one KV head: q and out hold G vectors of d
+ * floats back to back; the cache addressing is eli_attend's. One pass over the cache in chunks with an
+ * online softmax (running max and sum per head); K and V rows are loaded once for all G heads. Only f32
+ * and f16 caches (others: eli_attend). Every head's result is independent of G, so any grouping of the
+ * heads gives identical bits. work needs eli_attend_flash_work_size(G, d) bytes. */
+size_t eli_attend_flash_work_size(int G, int d);
+void eli_attend_flash(const eli_kernels *k, const float *q, int G, int d, const uint8_t *k_head, const uint8_t *v_head,
+                      uint32_t kv_type, size_t row_bytes, int64_t n_cells, int32_t p_lo, int32_t p_hi, void *work,
+                      float *out);
+
 /* y[t][r] = dot(W[mat] row r, x[t]) for T rows of x (each w->cols floats); y rows are w->rows floats.
- * Activations are converted to the weight's vec_dot format once, into scratch. Threads split the
- * output rows, so the result does not depend on the thread count. */
+ * Activations are converted to the weight's vec_dot format once, into scratch, with the quantizer of
+ * the kernel table k (NULL = eli_kernels_best()). Threads split the output rows; each output is one
+ * vec_dot (or one row of a multi-row kernel, which is bit-identical), so the result does not depend on
+ * the thread count. Rows are processed nr at a time (the activation block is loaded once for nr rows
+ * and their serial float chains interleave); for T > 1 the tokens are walked in tiles inside each row
+ * group so the group's weights stay in L1 while the activations stream from L2. */
+int eli_matmul_k(eli_pool *pool, const eli_kernels *k, const eli_weight *w, int64_t mat, const float *x, int64_t T,
+                 float *y, eli_buf *scratch);
+/* eli_matmul_k with the best kernels for this CPU. */
 int eli_matmul(eli_pool *pool, const eli_weight *w, int64_t mat, const float *x, int64_t T, float *y, eli_buf *scratch);
 
 /* Dequantizes row r of matrix mat of w into out (w->cols floats). */
