@@ -27,6 +27,7 @@ typedef struct eli_backend_env {
     const char *mtp_path;   /* the bundle's drafter, NULL if none */
     const eli_model *model; /* loaded text model (shared, read-only) */
     const eli_tokenizer *tok;
+    const eli_model *drafter; /* the bundle's MTP drafter bound to model, when the open asks for MTP */
 } eli_backend_env;
 
 typedef struct eli_backend_session eli_backend_session;

@@ -40,6 +40,8 @@
  *    func_args_not_string); a string that is not a JSON object is emitted raw, as the template does;
  *  - a first system/developer message whose content is an array of text parts uses their concatenation
  *    (the template would print Python's repr of the list);
+ *  - a tool message whose content is a JSON object renders as key:value pairs, as the template's mapping
+ *    branch intends (Jinja2 takes a dict for a content-parts sequence there and fails);
  *  - these are errors rather than silent output: unknown roles, a missing or null content (allowed for an
  *    assistant that has tool calls or tool responses), content parts of unknown type, a "tool" message
  *    that does not follow an assistant message with tool_calls (the template drops it), a tool response
@@ -808,8 +810,7 @@ static void render_tool_call(ctx *c, sbuf *b, const eli_json *call) {
     sb_puts(b, "}<tool_call|>");
 }
 
-static void render_content(ctx *c, sbuf *b, const eli_json *content, int is_model, int *prev) {
-    (void)c;
+static void render_content(sbuf *b, const eli_json *content, int is_model, int *prev) {
     if (is_str(content)) {
         if (is_model) put_stripped(b, content->str, content->str_len);
         else put_trimmed(b, content->str, content->str_len);
@@ -1002,7 +1003,7 @@ static void render(ctx *c, sbuf *b, const eli_json *messages, const eli_chat_opt
         }
 
         const eli_json *content = jget(m, "content");
-        render_content(c, b, content, is_model, &prev);
+        render_content(b, content, is_model, &prev);
 
         if (prev == PREV_TOOL_CALL && !had_results) sb_puts(b, "<|tool_response>");
         else if (!(had_results && !truthy(content))) sb_puts(b, "<turn|>\n");

@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "backend.h"
+#include "drafter.h"
 #include "quants.h"
+#include "slot.h"
 
 struct eli_gen {
     const eli_model *m;
@@ -21,6 +23,9 @@ struct eli_gen {
     int pending;      /* tokens[n_tokens - 1] is emitted but not yet in the KV cache */
     float *logits;    /* next-token logits after the last position in the KV cache */
     int logits_valid;
+    float *hidden;    /* final hidden state of the last position in the KV cache (the drafter's input) */
+    int hidden_valid;
+    eli_spec *spec;   /* MTP, or NULL */
 
     int64_t n_generated;
     int done;
@@ -33,6 +38,8 @@ eli_gen_params eli_gen_default_params(void) {
     p.ctx = eli_context_default_params();
     p.sampling = eli_sampler_default_params();
     p.max_tokens = 0;
+    p.draft = NULL;
+    p.draft_min = p.draft_max = 0;
     return p;
 }
 
@@ -41,8 +48,10 @@ void eli_gen_free(eli_gen *g) {
     eli_context_free(g->ctx);
     eli_sampler_free(g->smp);
     eli_decoder_free(g->dec);
+    eli_spec_free(g->spec);
     free(g->tokens);
     free(g->logits);
+    free(g->hidden);
     free(g->carry);
     free(g);
 }
@@ -67,14 +76,31 @@ eli_gen *eli_gen_create(const eli_model *m, const eli_tokenizer *tok, const eli_
     g->cap_tokens = 256;
     g->tokens = malloc((size_t)g->cap_tokens * sizeof *g->tokens);
     g->logits = malloc((size_t)m->hp.n_vocab * sizeof *g->logits);
-    if (!g->tokens || !g->logits) {
+    g->hidden = malloc((size_t)m->hp.n_embd * sizeof *g->hidden);
+    if (!g->tokens || !g->logits || !g->hidden) {
         eli_fail(err, ELI_ERR_OOM, "out of memory");
         goto fail;
     }
+    const int64_t ub = g->p.ctx.n_ubatch > 0 ? g->p.ctx.n_ubatch : 512;
+    if (g->p.draft && g->p.draft_max + 1 > ub) {
+        /* a verify batch and its rollback must fit the sliding rings (n_swa + n_ubatch cells) */
+        eli_fail(err, ELI_ERR_INVALID_ARG, "draft_max %d needs n_ubatch >= %d (have %lld)", g->p.draft_max, g->p.draft_max + 1,
+                 (long long)ub);
+        goto fail;
+    }
+    if (g->p.draft && g->p.draft_min > 0 && g->p.draft_max > 0 &&
+        !(g->spec = eli_spec_create(g->p.draft, m, eli_context_n_ctx(g->ctx), g->p.draft_min, g->p.draft_max,
+                                    g->p.sampling.temperature, g->p.sampling.seed, err)))
+        goto fail;
     return g;
 fail:
     eli_gen_free(g);
     return NULL;
+}
+
+eli_spec_stats eli_gen_spec_stats(const eli_gen *g) {
+    eli_spec_stats z = {0, 0, 0, 0};
+    return g->spec ? eli_spec_get_stats(g->spec) : z;
 }
 
 int64_t eli_gen_n_committed(const eli_gen *g) { return g->n_tokens; }
@@ -112,11 +138,12 @@ static int decode_range(eli_gen *g, int64_t from, int64_t to, const atomic_int *
     for (int64_t i = from; i < to;) {
         if (cancel && atomic_load(cancel)) return eli_fail(err, ELI_ERR_CANCELLED, "cancelled");
         int64_t n = to - i < chunk ? to - i : chunk;
-        int rc = eli_decode(g->ctx, g->tokens + i, n, i + n == to ? g->logits : NULL, 0, err);
+        const eli_outputs out = {g->logits, g->hidden, 0};
+        int rc = eli_decode_ex(g->ctx, g->tokens + i, n, i + n == to ? &out : NULL, err);
         if (rc) return rc;
         i += n;
     }
-    g->logits_valid = to > from;
+    g->logits_valid = g->hidden_valid = to > from;
     return ELI_OK;
 }
 
@@ -167,7 +194,7 @@ int eli_gen_prefill(eli_gen *g, const int32_t *ids, size_t n, const atomic_int *
     if (rc) {
         /* keep what reached the cache (whole chunks), forget the rest */
         g->n_tokens = eli_context_n_past(g->ctx);
-        g->logits_valid = 0;
+        g->logits_valid = g->hidden_valid = 0;
         g->pending = 0;
         resync_sampler(g);
         return rc;
@@ -191,43 +218,90 @@ static void deliver_text(eli_gen *g, char *out, size_t cap) {
     g->n_carry -= n;
 }
 
+/* Commits a generated token: history, counters, text. Returns 1 when it ends the stream (EOG: not
+ * emitted), 0 when emitted, negative on error. */
+static int commit(eli_gen *g, int32_t t, int32_t *tokens_out, size_t *n, eli_error *err) {
+    if (eli_tokenizer_is_eog(g->tok, t)) {
+        g->done = 1;
+        return 1;
+    }
+    if (push_token(g, t)) return eli_fail(err, ELI_ERR_OOM, "out of memory");
+    g->n_generated++;
+    tokens_out[(*n)++] = t;
+    const char *piece;
+    size_t len;
+    int rc = eli_decoder_feed(g->dec, t, &piece, &len, err);
+    if (!rc && len && push_text(g, piece, len)) rc = eli_fail(err, ELI_ERR_OOM, "out of memory");
+    return rc;
+}
+
+/* One MTP round: the drafts the target accepts plus its own token. */
+static int spec_step(eli_gen *g, int w, int32_t *tokens_out, size_t *n, int32_t *drafted, int32_t *accepted,
+                     eli_error *err) {
+    int32_t out[65];
+    int n_round, dr, ac;
+    int rc = eli_spec_round(g->spec, g->ctx, g->smp, g->tokens[g->n_tokens - 1], g->hidden, w, out, &n_round, &dr, &ac, err);
+    if (rc) {
+        /* the cache may hold part of a verify batch: forget it, keep the committed tokens */
+        eli_context_truncate(g->ctx, g->n_tokens - 1);
+        g->logits_valid = g->hidden_valid = 0;
+        resync_sampler(g);
+        return rc;
+    }
+    *drafted += dr;
+    *accepted += ac;
+    /* the cache now holds the old pending token and the accepted drafts; the last token is pending */
+    g->logits_valid = 0;
+    for (int k = 0; k < n_round; k++) {
+        int r = commit(g, out[k], tokens_out, n, err);
+        if (r < 0) return r;
+        if (r == 1) { /* EOG: the cache must hold exactly the committed tokens */
+            eli_context_truncate(g->ctx, g->n_tokens);
+            g->pending = 0;
+            g->hidden_valid = 0;
+            break;
+        }
+    }
+    return ELI_OK;
+}
+
 int eli_gen_next(eli_gen *g, int32_t *tokens_out, size_t tokens_cap, size_t *n_out, char *text_out, size_t text_cap,
-                 const atomic_int *cancel, eli_error *err) {
-    *n_out = 0;
+                 int32_t *drafted, int32_t *accepted, const atomic_int *cancel, eli_error *err) {
+    int32_t dr = 0, ac = 0;
     size_t n = 0;
     int rc = ELI_OK;
+    *n_out = 0;
     while (!g->done && n < tokens_cap && (!text_cap || g->n_carry < text_cap - 1)) {
         if (cancel && atomic_load(cancel)) {
             rc = eli_fail(err, ELI_ERR_CANCELLED, "cancelled");
             break;
         }
-        if (g->p.max_tokens > 0 && g->n_generated >= g->p.max_tokens) {
+        int64_t room = (int64_t)(tokens_cap - n);
+        if (g->p.max_tokens > 0 && g->p.max_tokens - g->n_generated < room) room = g->p.max_tokens - g->n_generated;
+        if (room <= 0) {
             g->done = 1;
             break;
         }
-        if (g->pending && eli_context_n_past(g->ctx) >= eli_context_n_ctx(g->ctx)) {
+        const int64_t free_cells = eli_context_n_ctx(g->ctx) - eli_context_n_past(g->ctx);
+        if (g->pending && free_cells <= 0) {
             g->done = 1; /* the context is full: nothing more can be generated */
             break;
         }
+        /* MTP when a drafter is on and the state has what a round needs; a round writes w + 1 cells */
+        int w = g->spec && g->pending && g->hidden_valid ? eli_spec_window(g->spec, room < free_cells ? room : free_cells) : 0;
+        if (w > 0) {
+            if ((rc = spec_step(g, w, tokens_out, &n, &dr, &ac, err))) break;
+            continue;
+        }
         if ((rc = ensure_logits(g, cancel, err))) break;
         int32_t t = eli_sampler_sample(g->smp, g->logits);
-        if (eli_tokenizer_is_eog(g->tok, t)) {
-            g->done = 1;
-            break;
-        }
         eli_sampler_accept(g->smp, t);
-        if (push_token(g, t)) {
-            rc = eli_fail(err, ELI_ERR_OOM, "out of memory");
-            break;
-        }
         g->pending = 1;
-        g->logits_valid = 0;
-        g->n_generated++;
-        tokens_out[n++] = t;
-        const char *piece;
-        size_t len;
-        if ((rc = eli_decoder_feed(g->dec, t, &piece, &len, err)) || (len && push_text(g, piece, len))) {
-            if (!rc) rc = eli_fail(err, ELI_ERR_OOM, "out of memory");
+        g->logits_valid = 0; /* the hidden state stays: it is that of the position before the pending token */
+        int r = commit(g, t, tokens_out, &n, err);
+        if (r == 1) g->pending = 0; /* the EOG token is not part of the sequence */
+        if (r < 0) {
+            rc = r;
             break;
         }
     }
@@ -238,6 +312,8 @@ int eli_gen_next(eli_gen *g, int32_t *tokens_out, size_t tokens_cap, size_t *n_o
         if (len && push_text(g, piece, len)) return eli_fail(err, ELI_ERR_OOM, "out of memory");
     }
     *n_out = n;
+    if (drafted) *drafted = dr;
+    if (accepted) *accepted = ac;
     if (text_out) deliver_text(g, text_out, text_cap);
     else g->n_carry = 0;
     if (rc) return rc;
@@ -250,10 +326,11 @@ void eli_gen_reset(eli_gen *g) {
     eli_decoder_reset(g->dec);
     g->n_tokens = 0;
     g->pending = 0;
-    g->logits_valid = 0;
+    g->logits_valid = g->hidden_valid = 0;
     g->n_generated = 0;
     g->done = 0;
     g->n_carry = 0;
+    if (g->spec) eli_spec_reset(g->spec);
 }
 
 int64_t eli_gen_reset_keep(eli_gen *g, int64_t n_keep) {
@@ -263,24 +340,31 @@ int64_t eli_gen_reset_keep(eli_gen *g, int64_t n_keep) {
     g->n_generated = 0;
     g->n_carry = 0;
     eli_decoder_reset(g->dec);
-    if (n_keep == g->n_tokens) return n_keep;
+    if (n_keep == g->n_tokens) {
+        eli_slot_checkpoint(g->ctx); /* a turn boundary: a later reset_keep back to here recomputes nothing */
+        return n_keep;
+    }
     const int64_t past = eli_context_n_past(g->ctx);
     g->n_tokens = n_keep;
     if (g->pending && n_keep == past) {
         g->pending = 0; /* the dropped token never reached the cache: its logits are still current */
     } else if (n_keep < past) {
         g->pending = 0;
-        g->logits_valid = 0;
-        if (!eli_context_truncate(g->ctx, n_keep)) {
-            /* the sliding rings overwrote part of the prefix: recompute it (exact, costs a prefill) */
+        g->logits_valid = g->hidden_valid = 0;
+        /* truncate; when the sliding rings overwrote part of the prefix, resume from the nearest window
+         * checkpoint <= n_keep (or from 0) and recompute the rest (exact) */
+        int64_t from = eli_slot_resume(g->ctx, n_keep);
+        if (from < 0) {
             eli_context_reset(g->ctx);
-            eli_error err = {0};
-            if (decode_range(g, 0, n_keep, NULL, &err)) {
-                eli_context_reset(g->ctx);
-                g->n_tokens = 0;
-            }
+            from = 0;
+        }
+        eli_error err = {0};
+        if (from < n_keep && decode_range(g, from, n_keep, NULL, &err)) {
+            eli_context_reset(g->ctx);
+            g->n_tokens = 0;
         }
     }
+    eli_slot_checkpoint(g->ctx);
     resync_sampler(g);
     return g->n_tokens;
 }
@@ -289,6 +373,7 @@ int64_t eli_gen_reset_keep(eli_gen *g, int64_t n_keep) {
 
 struct eli_backend_session {
     eli_gen *gen;
+    eli_model *own_drafter; /* loaded for this stream from cfg->mtp_drafter_path */
 };
 
 static int always(void) { return 1; }
@@ -320,10 +405,6 @@ static int context_size(const eliza_llm_stream_config_t *cfg, const eli_model *m
 
 static eli_backend_session *open_session(const eli_backend_env *env, const eliza_llm_stream_config_t *cfg, int reference,
                                          eli_error *err) {
-    if (cfg->draft_min > 0 && cfg->draft_max > 0) {
-        eli_fail(err, ELI_ERR_NOT_IMPLEMENTED, "MTP speculative decoding (draft_min/draft_max) is not available in this build");
-        return NULL;
-    }
     eli_gen_params p = eli_gen_default_params();
     if (context_size(cfg, env->model, &p.ctx.n_ctx, err)) return NULL;
     uint32_t kv = ELI_TYPE_F16;
@@ -347,11 +428,30 @@ static eli_backend_session *open_session(const eli_backend_env *env, const eliza
         eli_fail(err, ELI_ERR_OOM, "out of memory");
         return NULL;
     }
-    if (!(s->gen = eli_gen_create(env->model, env->tok, &p, err))) {
-        free(s);
-        return NULL;
+    if (cfg->draft_min > 0 && cfg->draft_max > 0) {
+        /* MTP was asked for: a drafter that cannot be loaded is an error, never a silent fallback */
+        if (cfg->mtp_drafter_path && *cfg->mtp_drafter_path) {
+            if (!(s->own_drafter = eli_model_load(cfg->mtp_drafter_path, err)) ||
+                eli_drafter_bind(s->own_drafter, env->model, err)) {
+                eli_error_prefix(err, "MTP drafter '%s'", cfg->mtp_drafter_path);
+                goto fail;
+            }
+            p.draft = s->own_drafter;
+        } else if (env->drafter) {
+            p.draft = env->drafter;
+        } else {
+            eli_fail(err, ELI_ERR_BUNDLE_INVALID, "MTP requested but the bundle has no mtp/ drafter and no mtp_drafter_path is set");
+            goto fail;
+        }
+        p.draft_min = cfg->draft_min;
+        p.draft_max = cfg->draft_max;
     }
+    if (!(s->gen = eli_gen_create(env->model, env->tok, &p, err))) goto fail;
     return s;
+fail:
+    eli_model_free(s->own_drafter);
+    free(s);
+    return NULL;
 }
 
 static eli_backend_session *open_builtin(const eli_backend_env *env, const eliza_llm_stream_config_t *cfg, eli_error *err) {
@@ -369,9 +469,7 @@ static int s_prefill(eli_backend_session *s, const int32_t *ids, size_t n, const
 
 static int s_next(eli_backend_session *s, int32_t *tokens_out, size_t tokens_cap, size_t *n_out, char *text_out,
                   size_t text_cap, int32_t *drafted, int32_t *accepted, const atomic_int *cancel, eli_error *err) {
-    if (drafted) *drafted = 0;
-    if (accepted) *accepted = 0;
-    return eli_gen_next(s->gen, tokens_out, tokens_cap, n_out, text_out, text_cap, cancel, err);
+    return eli_gen_next(s->gen, tokens_out, tokens_cap, n_out, text_out, text_cap, drafted, accepted, cancel, err);
 }
 
 static int s_reset(eli_backend_session *s) {
@@ -381,19 +479,39 @@ static int s_reset(eli_backend_session *s) {
 
 static int s_reset_keep(eli_backend_session *s, int32_t n_keep) { return (int)eli_gen_reset_keep(s->gen, n_keep); }
 
-static int s_save(eli_backend_session *s, const char *path, eli_error *err) {
-    (void)s;
-    return eli_fail(err, ELI_ERR_NOT_IMPLEMENTED, "slot save to '%s' is not available in this build", path);
+int eli_gen_save(eli_gen *g, const char *path, eli_error *err) {
+    eli_slot_state st = {g->tokens, g->n_tokens, g->cap_tokens, g->pending, g->logits_valid, g->done, g->n_generated};
+    return eli_slot_save(path, g->m, g->ctx, g->p.ctx.n_ubatch, &st, g->logits, err);
 }
 
-static int s_restore(eli_backend_session *s, const char *path, eli_error *err) {
-    (void)s;
-    return eli_fail(err, ELI_ERR_NOT_IMPLEMENTED, "slot restore from '%s' is not available in this build", path);
+int eli_gen_restore(eli_gen *g, const char *path, eli_error *err) {
+    eli_slot_state st;
+    int rc = eli_slot_restore(path, g->m, g->ctx, g->p.ctx.n_ubatch, &st, g->logits, err);
+    if (rc) return rc;
+    free(g->tokens);
+    g->tokens = st.tokens;
+    g->n_tokens = st.n_tokens;
+    g->cap_tokens = st.cap_tokens;
+    g->pending = st.pending;
+    g->logits_valid = st.logits_valid && !g->spec; /* the drafter also needs the hidden state: recompute */
+    g->hidden_valid = 0;
+    g->done = st.done;
+    g->n_generated = st.n_generated;
+    g->n_carry = 0;
+    eli_decoder_reset(g->dec);
+    if (g->spec) eli_spec_reset(g->spec);
+    resync_sampler(g);
+    return ELI_OK;
 }
+
+static int s_save(eli_backend_session *s, const char *path, eli_error *err) { return eli_gen_save(s->gen, path, err); }
+
+static int s_restore(eli_backend_session *s, const char *path, eli_error *err) { return eli_gen_restore(s->gen, path, err); }
 
 static void s_close(eli_backend_session *s) {
     if (!s) return;
     eli_gen_free(s->gen);
+    eli_model_free(s->own_drafter);
     free(s);
 }
 

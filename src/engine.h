@@ -16,12 +16,17 @@
 #include "forward.h"
 #include "model.h"
 #include "sampler.h"
+#include "speculative.h"
 #include "tokenizer.h"
 
 typedef struct eli_gen_params {
     eli_context_params ctx;
     eli_sampler_params sampling;
     int64_t max_tokens; /* per generation (reset by prefill); <= 0: until EOG or the context is full */
+    /* MTP speculative decoding: on when draft is an assistant bound to the model (eli_drafter_bind) and
+     * 1 <= draft_min <= draft_max */
+    const eli_model *draft;
+    int draft_min, draft_max;
 } eli_gen_params;
 
 eli_gen_params eli_gen_default_params(void);
@@ -36,9 +41,10 @@ void eli_gen_free(eli_gen *g);
 int eli_gen_prefill(eli_gen *g, const int32_t *ids, size_t n, const atomic_int *cancel, eli_error *err);
 
 /* One step of up to tokens_cap tokens: see eliza_inference_llm_stream_next for the contract (0 more to
- * come, 1 final, negative error). text_cap is 0 (text dropped) or >= 5. */
+ * come, 1 final, negative error). text_cap is 0 (text dropped) or >= 5. drafted / accepted (may be NULL)
+ * receive this step's MTP counts. */
 int eli_gen_next(eli_gen *g, int32_t *tokens_out, size_t tokens_cap, size_t *n_out, char *text_out, size_t text_cap,
-                 const atomic_int *cancel, eli_error *err);
+                 int32_t *drafted, int32_t *accepted, const atomic_int *cancel, eli_error *err);
 
 /* Clears KV, sampler (re-seeded), counters and the end-of-stream flag. */
 void eli_gen_reset(eli_gen *g);
@@ -47,11 +53,18 @@ void eli_gen_reset(eli_gen *g);
  * recomputed. */
 int64_t eli_gen_reset_keep(eli_gen *g, int64_t n_keep);
 
+/* Stream state to a slot file (slot.h) and back: tokens, pending flag, logits, KV cells. Restore refuses a
+ * file of another model or configuration, or a damaged one, and then leaves the session unchanged. */
+int eli_gen_save(eli_gen *g, const char *path, eli_error *err);
+int eli_gen_restore(eli_gen *g, const char *path, eli_error *err);
+
 /* Committed positions (prompt + generated tokens, the pending one included). */
 int64_t eli_gen_n_committed(const eli_gen *g);
 const int32_t *eli_gen_tokens(const eli_gen *g);
 /* Tokens generated since the last prefill, and whether the stream has ended. */
 int64_t eli_gen_n_generated(const eli_gen *g);
 int eli_gen_done(const eli_gen *g);
+/* MTP totals since creation (all zero without a drafter). */
+eli_spec_stats eli_gen_spec_stats(const eli_gen *g);
 
 #endif

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "backend.h"
+#include "drafter.h"
 #include "eliza_inference.h"
 #include "forward.h"
 #include "kv_cache.h"
@@ -27,6 +28,7 @@ struct EliInferenceContext {
     pthread_mutex_t mu; /* serializes loads, evictions and stream registration */
     eli_model *model;
     eli_tokenizer *tok;
+    eli_model *drafter; /* the bundle's mtp/ drafter, bound to model */
     int n_streams;
 };
 
@@ -129,7 +131,7 @@ static EliLlmStream *stream_of(EliInferenceContext *c) {
 
 const char *eliza_inference_abi_version(void) { return ELIZA_INFERENCE_ABI_VERSION; }
 int eliza_inference_llm_stream_supported(void) { return 1; }
-int eliza_inference_llm_mtp_supported(void) { return 0; } /* speculative decoding is not in this build yet */
+int eliza_inference_llm_mtp_supported(void) { return 1; }
 int eliza_inference_llm_kv_quant_supported(void) { return 1; }
 int eliza_inference_tokenize_supported(void) { return 1; }
 int eliza_inference_embed_supported(void) { return 1; }
@@ -262,6 +264,22 @@ static int load_text_locked(EliInferenceContext *c, eli_error *err) {
     return ELI_OK;
 }
 
+/* Loads the bundle's drafter and binds it to the text model (caller holds c->mu). */
+static int load_mtp_locked(EliInferenceContext *c, eli_error *err) {
+    int rc = load_text_locked(c, err);
+    if (rc || c->drafter) return rc;
+    if (!c->mtp_path) return eli_fail(err, ELI_ERR_BUNDLE_INVALID, "bundle '%s' has no mtp/*.gguf drafter", c->bundle_dir);
+    eli_model *d = eli_model_load(c->mtp_path, err);
+    if (!d) return err->code ? err->code : ELI_ERR_INVALID_ARG;
+    if ((rc = eli_drafter_bind(d, c->model, err))) {
+        eli_error_prefix(err, "%s", c->mtp_path);
+        eli_model_free(d);
+        return rc;
+    }
+    c->drafter = d;
+    return ELI_OK;
+}
+
 static int ensure_text(EliInferenceContext *c, eli_error *err) {
     pthread_mutex_lock(&c->mu);
     int rc = load_text_locked(c, err);
@@ -274,6 +292,7 @@ void eliza_inference_destroy(EliInferenceContext *c) {
     set_remove(&live_contexts, c);
     /* streams still open on this context are closed with it */
     for (EliLlmStream *s; (s = stream_of(c));) eliza_inference_llm_stream_close(s);
+    eli_model_free(c->drafter);
     eli_tokenizer_free(c->tok);
     eli_model_free(c->model);
     pthread_mutex_destroy(&c->mu);
@@ -285,8 +304,8 @@ void eliza_inference_destroy(EliInferenceContext *c) {
 
 static int check_region(const char *region, char **out_error, const char *fn) {
     if (!region) return fail(out_error, fn, ELIZA_ERR_INVALID_ARG, "region is NULL");
-    if (!strcmp(region, "text")) return ELIZA_OK;
-    if (!strcmp(region, "mtp") || !strcmp(region, "vision"))
+    if (!strcmp(region, "text") || !strcmp(region, "mtp")) return ELIZA_OK;
+    if (!strcmp(region, "vision"))
         return fail(out_error, fn, ELIZA_ERR_NOT_IMPLEMENTED, "region '%s' is not available in this build", region);
     return fail(out_error, fn, ELIZA_ERR_INVALID_ARG, "unknown region '%s' (known: text, mtp, vision)", region);
 }
@@ -297,7 +316,10 @@ int eliza_inference_mmap_acquire(EliInferenceContext *c, const char *region, cha
     int rc = check_region(region, out_error, fn);
     if (rc) return rc;
     eli_error err = {0};
-    return ensure_text(c, &err) ? fail_err(out_error, fn, &err) : ELIZA_OK;
+    pthread_mutex_lock(&c->mu);
+    rc = !strcmp(region, "mtp") ? load_mtp_locked(c, &err) : load_text_locked(c, &err);
+    pthread_mutex_unlock(&c->mu);
+    return rc ? fail_err(out_error, fn, &err) : ELIZA_OK;
 }
 
 int eliza_inference_mmap_evict(EliInferenceContext *c, const char *region, char **out_error) {
@@ -309,12 +331,18 @@ int eliza_inference_mmap_evict(EliInferenceContext *c, const char *region, char 
     if (c->n_streams > 0) {
         int n = c->n_streams;
         pthread_mutex_unlock(&c->mu);
-        return fail(out_error, fn, ELIZA_ERR_INVALID_ARG, "region 'text' is in use by %d open stream(s); close them first", n);
+        return fail(out_error, fn, ELIZA_ERR_INVALID_ARG, "region '%s' is in use by %d open stream(s); close them first",
+                    region, n);
     }
-    eli_tokenizer_free(c->tok);
-    eli_model_free(c->model);
-    c->tok = NULL;
-    c->model = NULL;
+    /* the drafter is bound to the text model, so it goes with it */
+    eli_model_free(c->drafter);
+    c->drafter = NULL;
+    if (!strcmp(region, "text")) {
+        eli_tokenizer_free(c->tok);
+        eli_model_free(c->model);
+        c->tok = NULL;
+        c->model = NULL;
+    }
     pthread_mutex_unlock(&c->mu);
     return ELIZA_OK;
 }
@@ -374,9 +402,10 @@ EliLlmStream *eliza_inference_llm_stream_open(EliInferenceContext *c, const eliz
         return NULL;
     }
     pthread_mutex_lock(&c->mu);
-    int rc = load_text_locked(c, &err);
+    const int bundle_mtp = cfg->draft_min > 0 && cfg->draft_max > 0 && !(cfg->mtp_drafter_path && *cfg->mtp_drafter_path);
+    int rc = bundle_mtp ? load_mtp_locked(c, &err) : load_text_locked(c, &err);
     if (!rc) {
-        eli_backend_env env = {c->bundle_dir, c->text_path, c->mtp_path, c->model, c->tok};
+        eli_backend_env env = {c->bundle_dir, c->text_path, c->mtp_path, c->model, c->tok, bundle_mtp ? c->drafter : NULL};
         s->session = be->open(&env, cfg, &err);
         if (!s->session) rc = err.code ? err.code : ELI_ERR_INVALID_ARG;
     }

@@ -64,14 +64,13 @@ void eli_context_free(eli_context *c) {
 
 static float *alloc_f32(int64_t n) { return malloc((size_t)(n > 0 ? n : 1) * sizeof(float)); }
 
-eli_context *eli_context_create(const eli_model *m, const eli_context_params *params, eli_error *err) {
+/* The defaults and clamps eli_context_create applies. */
+static int resolve_params(const eli_model *m, const eli_context_params *params, eli_context_params *out, eli_error *err) {
     eli_context_params p = params ? *params : eli_context_default_params();
     const eli_hparams *hp = &m->hp;
-    if (p.n_ctx < 0 || p.n_ubatch < 0 || p.n_threads < 0 || p.n_threads > 1024) {
-        eli_fail(err, ELI_ERR_INVALID_ARG, "invalid context parameters (n_ctx %lld, n_ubatch %lld, n_threads %d)",
-                 (long long)p.n_ctx, (long long)p.n_ubatch, p.n_threads);
-        return NULL;
-    }
+    if (p.n_ctx < 0 || p.n_ubatch < 0 || p.n_threads < 0 || p.n_threads > 1024)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "invalid context parameters (n_ctx %lld, n_ubatch %lld, n_threads %d)",
+                        (long long)p.n_ctx, (long long)p.n_ubatch, p.n_threads);
     if (p.n_ctx == 0) p.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
     if (p.n_ctx > hp->n_ctx_train) p.n_ctx = hp->n_ctx_train;
     if (p.n_ubatch == 0) p.n_ubatch = 512;
@@ -80,6 +79,73 @@ eli_context *eli_context_create(const eli_model *m, const eli_context_params *pa
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         p.n_threads = n > 0 ? (int)n : 1;
     }
+    *out = p;
+    return ELI_OK;
+}
+
+/* Element counts of every scratch buffer, in one place for eli_context_create and eli_context_scratch_bytes. */
+enum { SB_X, SB_XN, SB_TMP, SB_TMP2, SB_Q, SB_K, SB_V, SB_ATT, SB_GATE, SB_UP, SB_PLE, SB_PLE_TOK, SB_SCORES, SB_ATTN_TMP,
+       SB_MOE_RN, SB_MOE_Y, SB_N_F32 };
+typedef struct {
+    int64_t f32[SB_N_F32];   /* floats per buffer */
+    size_t flash_work_bytes; /* per thread */
+    size_t qbuf_bytes;       /* the largest activation conversion a matmul asks for */
+} scratch_sizes;
+
+static void scratch_layout(const eli_model *m, const eli_context_params *p, scratch_sizes *s) {
+    const eli_hparams *hp = &m->hp;
+    int64_t qmax = 0, kvmax = 0, ffmax = 0;
+    int gmax = 1;
+    for (int il = 0; il < hp->n_layer; il++) {
+        const eli_layer *l = &m->layers[il];
+        int64_t dq = (int64_t)l->n_head * l->head_dim, dkv = (int64_t)l->n_head_kv * l->head_dim;
+        qmax = dq > qmax ? dq : qmax;
+        kvmax = dkv > kvmax ? dkv : kvmax;
+        ffmax = l->n_ff > ffmax ? l->n_ff : ffmax;
+        if (l->is_moe && 2 * hp->n_ff_exp > ffmax) ffmax = 2 * (int64_t)hp->n_ff_exp;
+        if (l->n_head_kv > 0 && l->n_head / l->n_head_kv > gmax) gmax = l->n_head / l->n_head_kv;
+    }
+    const int64_t U = p->n_ubatch, E = hp->n_embd, W = (int64_t)hp->n_pl * hp->n_layer;
+    const int64_t dmax = hp->head_dim_full > hp->head_dim_swa ? hp->head_dim_full : hp->head_dim_swa;
+    int64_t *f = s->f32;
+    f[SB_X] = f[SB_XN] = f[SB_TMP] = f[SB_TMP2] = U * E;
+    f[SB_Q] = f[SB_ATT] = U * qmax;
+    f[SB_K] = f[SB_V] = U * kvmax;
+    f[SB_GATE] = f[SB_UP] = U * ffmax;
+    f[SB_PLE] = f[SB_PLE_TOK] = U * W;
+    f[SB_SCORES] = (int64_t)p->n_threads * p->n_ctx;
+    f[SB_ATTN_TMP] = (int64_t)p->n_threads * 2 * dmax;
+    f[SB_MOE_RN] = f[SB_MOE_Y] = E;
+    s->flash_work_bytes = (eli_attend_flash_work_size(gmax, (int)dmax) + 63) & ~(size_t)63;
+    /* matmul inputs converted to the weight's vec_dot type: at most U rows of the widest input, in the
+     * largest such type per value (q8_K or f16/bf16 rows are <= 4 bytes per value, like f32) */
+    int64_t cols = E > qmax ? E : qmax;
+    if (ffmax > cols) cols = ffmax;
+    if (W > cols) cols = W;
+    s->qbuf_bytes = (size_t)(U * cols) * sizeof(float);
+}
+
+size_t eli_context_scratch_bytes(const eli_model *m, const eli_context_params *params) {
+    eli_context_params p = eli_context_default_params();
+    if (resolve_params(m, params, &p, NULL)) return 0;
+    scratch_sizes s;
+    scratch_layout(m, &p, &s);
+    size_t n = 0;
+    for (int i = 0; i < SB_N_F32; i++) n += (size_t)(s.f32[i] > 0 ? s.f32[i] : 1) * sizeof(float);
+    return n + s.flash_work_bytes * (size_t)p.n_threads;
+}
+
+size_t eli_context_qbuf_bound(const eli_model *m, const eli_context_params *params) {
+    eli_context_params p = eli_context_default_params();
+    if (resolve_params(m, params, &p, NULL)) return 0;
+    scratch_sizes s;
+    scratch_layout(m, &p, &s);
+    return s.qbuf_bytes;
+}
+
+eli_context *eli_context_create(const eli_model *m, const eli_context_params *params, eli_error *err) {
+    eli_context_params p = eli_context_default_params();
+    if (resolve_params(m, params, &p, err)) return NULL;
     eli_context *c = calloc(1, sizeof *c);
     if (!c) {
         eli_fail(err, ELI_ERR_OOM, "out of memory");
@@ -91,45 +157,17 @@ eli_context *eli_context_create(const eli_model *m, const eli_context_params *pa
     if (!(c->kv = eli_kv_create(m, p.n_ctx, p.n_ubatch, p.kv_type, err))) goto fail_quiet;
     if (!(c->pool = eli_pool_create(p.n_threads))) goto oom;
 
-    int64_t qmax = 0, kvmax = 0, ffmax = 0;
-    for (int il = 0; il < hp->n_layer; il++) {
-        const eli_layer *l = &m->layers[il];
-        int64_t dq = (int64_t)l->n_head * l->head_dim, dkv = (int64_t)l->n_head_kv * l->head_dim;
-        qmax = dq > qmax ? dq : qmax;
-        kvmax = dkv > kvmax ? dkv : kvmax;
-        ffmax = l->n_ff > ffmax ? l->n_ff : ffmax;
-        if (l->is_moe && 2 * hp->n_ff_exp > ffmax) ffmax = 2 * (int64_t)hp->n_ff_exp;
-    }
-    const int64_t U = p.n_ubatch, E = hp->n_embd, W = (int64_t)hp->n_pl * hp->n_layer;
-    c->x = alloc_f32(U * E);
-    c->xn = alloc_f32(U * E);
-    c->tmp = alloc_f32(U * E);
-    c->tmp2 = alloc_f32(U * E);
-    c->q = alloc_f32(U * qmax);
-    c->k = alloc_f32(U * kvmax);
-    c->v = alloc_f32(U * kvmax);
-    c->att = alloc_f32(U * qmax);
-    c->gate = alloc_f32(U * ffmax);
-    c->up = alloc_f32(U * ffmax);
-    c->ple = alloc_f32(U * W);
-    c->ple_tok = alloc_f32(U * W);
-    c->scores = alloc_f32((int64_t)p.n_threads * p.n_ctx);
-    const int64_t dmax = hp->head_dim_full > hp->head_dim_swa ? hp->head_dim_full : hp->head_dim_swa;
-    c->attn_tmp = alloc_f32((int64_t)p.n_threads * 2 * dmax);
-    c->moe_rn = alloc_f32(E);
-    c->moe_y = alloc_f32(E);
+    scratch_sizes s;
+    scratch_layout(m, &p, &s);
+    float **bufs[SB_N_F32] = {&c->x,    &c->xn,  &c->tmp, &c->tmp2,    &c->q,      &c->k,      &c->v,      &c->att,
+                              &c->gate, &c->up,  &c->ple, &c->ple_tok, &c->scores, &c->attn_tmp, &c->moe_rn, &c->moe_y};
+    for (int i = 0; i < SB_N_F32; i++)
+        if (!(*bufs[i] = alloc_f32(s.f32[i]))) goto oom;
     c->kern = p.reference_kernels ? eli_kernels_reference() : eli_kernels_best();
     c->flash = !p.reference_kernels && (p.kv_type == ELI_TYPE_F32 || p.kv_type == ELI_TYPE_F16);
-    int gmax = 1;
-    for (int il = 0; il < hp->n_layer; il++) {
-        const eli_layer *l = &m->layers[il];
-        if (l->n_head_kv > 0 && l->n_head / l->n_head_kv > gmax) gmax = l->n_head / l->n_head_kv;
-    }
-    c->flash_work_bytes = (eli_attend_flash_work_size(gmax, (int)dmax) + 63) & ~(size_t)63;
+    c->flash_work_bytes = s.flash_work_bytes;
     c->flash_work = malloc(c->flash_work_bytes * (size_t)p.n_threads);
-    if (!c->x || !c->xn || !c->tmp || !c->tmp2 || !c->q || !c->k || !c->v || !c->att || !c->gate || !c->up ||
-        !c->ple || !c->ple_tok || !c->scores || !c->attn_tmp || !c->moe_rn || !c->moe_y || !c->flash_work)
-        goto oom;
+    if (!c->flash_work) goto oom;
     return c;
 oom:
     eli_fail(err, ELI_ERR_OOM, "out of memory for a context of %lld tokens", (long long)p.n_ctx);
@@ -442,3 +480,10 @@ int eli_context_truncate(eli_context *c, int64_t n_keep) {
     c->n_past = n_keep;
     return 1;
 }
+
+const eli_kv_cache *eli_context_kv(const eli_context *c) { return c->kv; }
+eli_pool *eli_context_pool(eli_context *c) { return c->pool; }
+const eli_kernels *eli_context_kernels(const eli_context *c) { return c->kern; }
+
+eli_kv_cache *eli_context_kv_mut(eli_context *c) { return c->kv; }
+void eli_context_set_n_past(eli_context *c, int64_t n_past) { c->n_past = n_past; }

@@ -47,6 +47,21 @@ typedef struct eli_outputs {
 } eli_outputs;
 int eli_decode_ex(eli_context *c, const int32_t *tokens, int64_t n, const eli_outputs *out, eli_error *err);
 
+/* What a second model reading this context's cache needs (the MTP drafter, drafter.c). */
+const eli_kv_cache *eli_context_kv(const eli_context *c);
+eli_pool *eli_context_pool(eli_context *c);
+const eli_kernels *eli_context_kernels(const eli_context *c);
+
+/* Bytes of the scratch buffers eli_context_create allocates for these parameters (computed by the same
+ * code), and an upper bound of the activation-conversion buffer that grows during the first decodes. Only
+ * m->hp and the layers' geometry are read (a model struct without a file works). 0 on invalid params. */
+size_t eli_context_scratch_bytes(const eli_model *m, const eli_context_params *p);
+size_t eli_context_qbuf_bound(const eli_model *m, const eli_context_params *p);
+/* For slot restore and window checkpoints (slot.c): the cache itself, and setting the position count after
+ * the cache was rewritten to hold exactly the positions < n_past. */
+eli_kv_cache *eli_context_kv_mut(eli_context *c);
+void eli_context_set_n_past(eli_context *c, int64_t n_past);
+
 /* Forgets positions >= n_keep. Returns 1 on success, 0 when the sliding-window rings no longer hold what a
  * query at n_keep would need (nothing is changed; the caller must recompute). */
 int eli_context_truncate(eli_context *c, int64_t n_keep);

@@ -1,6 +1,7 @@
 /* A small, strict JSON (RFC 8259) DOM parser and string escaper, for the CLI's --jsonl / --messages
  * inputs and bundle manifests. Input is untrusted: depth, sizes and UTF-8 are validated; strings are
- * unescaped into NUL-terminated UTF-8 (they may contain NUL bytes: use str_len). */
+ * unescaped into NUL-terminated UTF-8 (they may contain NUL bytes: use str_len). A leading UTF-8 BOM is
+ * ignored (RFC 8259 section 8.1). */
 #ifndef ELI_JSON_H
 #define ELI_JSON_H
 
@@ -15,8 +16,8 @@ struct eli_json {
     int type;        /* enum eli_json_type */
     int boolean;     /* BOOL */
     double number;   /* NUMBER */
-    char *str;       /* STRING (NUL-terminated) */
-    size_t str_len;  /* STRING length in bytes */
+    char *str;       /* STRING (NUL-terminated); for a NUMBER its literal text ("1.0" vs "1") */
+    size_t str_len;  /* length of str in bytes */
     size_t n;        /* ARRAY / OBJECT element count */
     eli_json *items; /* ARRAY / OBJECT values */
     char **keys;     /* OBJECT keys (NUL-terminated), parallel to items */

@@ -5,6 +5,8 @@
 
 #include "quants.h"
 
+#define MAX_CHECKPOINTS 64
+
 int eli_kv_type_from_name(const char *name, uint32_t *type) {
     static const struct {
         const char *name;
@@ -17,6 +19,35 @@ int eli_kv_type_from_name(const char *name, uint32_t *type) {
             return 0;
         }
     return -1;
+}
+
+int64_t eli_kv_layer_cells(int is_swa, int n_swa, int64_t n_ctx, int64_t n_ubatch) {
+    const int64_t ring = (int64_t)n_swa + n_ubatch;
+    return is_swa && ring < n_ctx ? ring : n_ctx;
+}
+
+size_t eli_kv_predict_bytes(const eli_model *m, int64_t n_ctx, int64_t n_ubatch, uint32_t type, size_t *swa, size_t *full) {
+    size_t s = 0, f = 0;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const eli_layer *l = &m->layers[il];
+        if (!l->has_kv) continue;
+        const size_t bytes = 2 * (size_t)eli_kv_layer_cells(l->is_swa, m->hp.n_swa, n_ctx, n_ubatch) *
+                             eli_row_size(type, (int64_t)l->n_head_kv * l->head_dim);
+        if (l->is_swa) s += bytes;
+        else f += bytes;
+    }
+    if (swa) *swa = s;
+    if (full) *full = f;
+    return s + f;
+}
+
+static int default_max_checkpoints(void) {
+    const char *e = getenv("ELIZA_LLM_KV_CHECKPOINTS");
+    if (!e || !*e) return 1;
+    char *end;
+    long v = strtol(e, &end, 10);
+    if (*end || v < 0) return 1;
+    return v > MAX_CHECKPOINTS ? MAX_CHECKPOINTS : (int)v;
 }
 
 eli_kv_cache *eli_kv_create(const eli_model *m, int64_t n_ctx, int64_t n_ubatch, uint32_t type, eli_error *err) {
@@ -50,15 +81,18 @@ eli_kv_cache *eli_kv_create(const eli_model *m, int64_t n_ctx, int64_t n_ubatch,
         c->width = (int64_t)l->n_head_kv * l->head_dim;
         c->row_bytes = eli_row_size(type, c->width);
         if (!l->has_kv) continue;
-        int64_t ring = (int64_t)m->hp.n_swa + n_ubatch;
-        c->n_cells = l->is_swa && ring < n_ctx ? ring : n_ctx;
+        c->n_cells = eli_kv_layer_cells(l->is_swa, m->hp.n_swa, n_ctx, n_ubatch);
         size_t bytes = (size_t)c->n_cells * c->row_bytes;
         c->k = malloc(bytes);
         c->v = malloc(bytes);
         c->cell_pos = malloc((size_t)c->n_cells * sizeof *c->cell_pos);
         if (!c->k || !c->v || !c->cell_pos) goto oom;
         kv->bytes += 2 * bytes;
+        if (l->is_swa) kv->bytes_swa += 2 * bytes;
+        else kv->bytes_full += 2 * bytes;
     }
+    eli_kv_set_max_checkpoints(kv, default_max_checkpoints());
+    if (kv->max_ckpt && !kv->ckpt) goto oom;
     eli_kv_clear(kv);
     return kv;
 oom:
@@ -75,6 +109,8 @@ void eli_kv_free(eli_kv_cache *kv) {
             free(kv->layers[il].v);
             free(kv->layers[il].cell_pos);
         }
+    for (int i = 0; kv->ckpt && i < kv->max_ckpt; i++) free(kv->ckpt[i].data);
+    free(kv->ckpt);
     free(kv->layers);
     free(kv);
 }
@@ -84,6 +120,7 @@ void eli_kv_clear(eli_kv_cache *kv) {
         eli_kv_layer *c = &kv->layers[il];
         for (int64_t i = 0; i < c->n_cells; i++) c->cell_pos[i] = -1;
     }
+    for (int i = 0; kv->ckpt && i < kv->max_ckpt; i++) kv->ckpt[i].pos = -1;
 }
 
 void eli_kv_store(eli_kv_cache *kv, int il, int32_t pos, const float *k, const float *v) {
@@ -99,20 +136,135 @@ int eli_kv_has(const eli_kv_cache *kv, int il, int32_t pos) {
     return c->cell_pos && pos >= 0 && c->cell_pos[pos % c->n_cells] == pos;
 }
 
-int eli_kv_truncate(eli_kv_cache *kv, int32_t n_keep, int n_swa) {
-    /* A query at n_keep (the next position) sees n_keep - n_swa + 1 .. n_keep - 1 on sliding layers and
-     * everything on full layers (full caches never overwrite). */
-    for (int il = 0; il < kv->n_layer; il++) {
-        const eli_kv_layer *c = &kv->layers[il];
-        if (!c->cell_pos || c->n_cells >= kv->n_ctx) continue;
-        int32_t lo = n_keep - n_swa + 1 > 0 ? n_keep - n_swa + 1 : 0;
-        for (int32_t p = lo; p < n_keep; p++)
-            if (!eli_kv_has(kv, il, p)) return 0;
-    }
+int eli_kv_window_ok(const int32_t *cell_pos, int64_t n_cells, int full, int32_t n, int n_swa) {
+    /* a query at n sees n - n_swa + 1 .. n - 1 on sliding layers, everything before it on full ones */
+    int32_t lo = full ? 0 : (n - n_swa + 1 > 0 ? n - n_swa + 1 : 0);
+    if (n - lo > n_cells) return 0;
+    for (int32_t p = lo; p < n; p++)
+        if (cell_pos[p % n_cells] != p) return 0;
+    return 1;
+}
+
+static int is_ring(const eli_kv_cache *kv, const eli_kv_layer *c) { return c->cell_pos && c->n_cells < kv->n_ctx; }
+
+static void drop_from(eli_kv_cache *kv, int32_t n_keep) {
     for (int il = 0; il < kv->n_layer; il++) {
         eli_kv_layer *c = &kv->layers[il];
         for (int64_t i = 0; c->cell_pos && i < c->n_cells; i++)
             if (c->cell_pos[i] >= n_keep) c->cell_pos[i] = -1;
     }
+    for (int i = 0; kv->ckpt && i < kv->max_ckpt; i++)
+        if (kv->ckpt[i].pos > n_keep) kv->ckpt[i].pos = -1;
+}
+
+int eli_kv_truncate(eli_kv_cache *kv, int32_t n_keep, int n_swa) {
+    /* full caches never overwrite: only the rings can miss a position */
+    for (int il = 0; il < kv->n_layer; il++) {
+        const eli_kv_layer *c = &kv->layers[il];
+        if (is_ring(kv, c) && !eli_kv_window_ok(c->cell_pos, c->n_cells, 0, n_keep, n_swa)) return 0;
+    }
+    drop_from(kv, n_keep);
     return 1;
+}
+
+/* ---- window checkpoints ---- */
+
+static size_t ring_bytes(const eli_kv_layer *c) {
+    return (size_t)c->n_cells * (sizeof *c->cell_pos + 2 * c->row_bytes);
+}
+
+size_t eli_kv_checkpoint_bytes(const eli_kv_cache *kv) {
+    size_t n = 0;
+    for (int il = 0; il < kv->n_layer; il++)
+        if (is_ring(kv, &kv->layers[il])) n += ring_bytes(&kv->layers[il]);
+    return n;
+}
+
+void eli_kv_set_max_checkpoints(eli_kv_cache *kv, int n) {
+    if (n < 0) n = 0;
+    if (n > MAX_CHECKPOINTS) n = MAX_CHECKPOINTS;
+    const size_t one = eli_kv_checkpoint_bytes(kv);
+    for (int i = n; kv->ckpt && i < kv->max_ckpt; i++)
+        if (kv->ckpt[i].data) {
+            free(kv->ckpt[i].data);
+            kv->ckpt_bytes -= one;
+        }
+    eli_kv_checkpoint *c = n ? realloc(kv->ckpt, (size_t)n * sizeof *c) : (free(kv->ckpt), NULL);
+    if (n && !c) { /* keep what there was (fewer slots) */
+        if (n < kv->max_ckpt) kv->max_ckpt = n;
+        return;
+    }
+    for (int i = kv->max_ckpt; i < n; i++) c[i].pos = -1, c[i].data = NULL;
+    kv->ckpt = c;
+    kv->max_ckpt = n;
+}
+
+/* A checkpoint holds the cell_pos arrays of every ring first (aligned), then their K and V rows. */
+static void ckpt_copy(eli_kv_cache *kv, uint8_t *data, int to_ckpt) {
+    size_t pos_off = 0, row_off = 0;
+    for (int il = 0; il < kv->n_layer; il++)
+        if (is_ring(kv, &kv->layers[il])) row_off += (size_t)kv->layers[il].n_cells * sizeof(int32_t);
+    for (int il = 0; il < kv->n_layer; il++) {
+        eli_kv_layer *c = &kv->layers[il];
+        if (!is_ring(kv, c)) continue;
+        const size_t np = (size_t)c->n_cells * sizeof *c->cell_pos, rows = (size_t)c->n_cells * c->row_bytes;
+        if (to_ckpt) {
+            memcpy(data + pos_off, c->cell_pos, np);
+            memcpy(data + row_off, c->k, rows);
+            memcpy(data + row_off + rows, c->v, rows);
+        } else {
+            memcpy(c->cell_pos, data + pos_off, np);
+            memcpy(c->k, data + row_off, rows);
+            memcpy(c->v, data + row_off + rows, rows);
+        }
+        pos_off += np;
+        row_off += 2 * rows;
+    }
+}
+
+int eli_kv_checkpoint_take(eli_kv_cache *kv, int32_t pos) {
+    const size_t one = eli_kv_checkpoint_bytes(kv);
+    if (!one || !kv->max_ckpt || pos <= 0) return 0;
+    int slot = 0;
+    for (int i = 0; i < kv->max_ckpt; i++) {
+        if (kv->ckpt[i].pos == pos) return 0; /* already there */
+        if (kv->ckpt[i].pos < kv->ckpt[slot].pos) slot = i; /* an unused one (-1) or the oldest */
+    }
+    eli_kv_checkpoint *cp = &kv->ckpt[slot];
+    if (!cp->data) {
+        if (!(cp->data = malloc(one))) return 0;
+        kv->ckpt_bytes += one;
+    }
+    ckpt_copy(kv, cp->data, 1);
+    cp->pos = pos;
+    kv->n_ckpt_taken++;
+    return 1;
+}
+
+/* The position a checkpoint can resume n_keep from, or -1. */
+static int32_t usable(const eli_kv_cache *kv, const eli_kv_checkpoint *cp, int32_t n_keep, int n_swa) {
+    if (cp->pos < 0 || !cp->data) return -1;
+    const int32_t r = cp->pos < n_keep ? cp->pos : n_keep;
+    const int32_t *cell_pos = (const int32_t *)(const void *)cp->data;
+    for (int il = 0; il < kv->n_layer; il++) {
+        const eli_kv_layer *c = &kv->layers[il];
+        if (!is_ring(kv, c)) continue;
+        if (!eli_kv_window_ok(cell_pos, c->n_cells, 0, r, n_swa)) return -1;
+        cell_pos += c->n_cells;
+    }
+    return r;
+}
+
+int32_t eli_kv_checkpoint_restore(eli_kv_cache *kv, int32_t n_keep, int n_swa) {
+    int best = -1;
+    int32_t best_r = -1;
+    for (int i = 0; i < kv->max_ckpt; i++) {
+        int32_t r = usable(kv, &kv->ckpt[i], n_keep, n_swa);
+        if (r > best_r) best = i, best_r = r;
+    }
+    if (best < 0) return -1;
+    ckpt_copy(kv, kv->ckpt[best].data, 0);
+    drop_from(kv, best_r);
+    kv->n_ckpt_restored++;
+    return best_r;
 }

@@ -3,7 +3,13 @@
  * ring of min(n_ctx, n_swa + n_ubatch) cells (cell = position mod ring size): a ubatch of up to n_ubatch
  * tokens plus the n_swa - 1 positions before it is everything its queries can see. Cells store K after
  * k_norm + RoPE and V after the weightless norm, in the cache type: f32, f16, bf16 or a block format
- * (q8_0, q4_0, ...) whose block size divides the head dim, so every head starts on a block boundary. */
+ * (q8_0, q4_0, ...) whose block size divides the head dim, so every head starts on a block boundary.
+ *
+ * Window checkpoints: a bounded number (default 1, ELIZA_LLM_KV_CHECKPOINTS overrides, 0 = none) of
+ * snapshots of the sliding rings taken at a position P (the cache then held exactly the positions < P).
+ * When a truncation to n_keep needs ring cells that were overwritten, the nearest checkpoint <= n_keep
+ * restores the rings and only positions P .. n_keep - 1 are recomputed. Their memory is counted in
+ * ckpt_bytes (allocated on the first checkpoint, reused afterwards). */
 #ifndef ELI_KV_CACHE_H
 #define ELI_KV_CACHE_H
 
@@ -21,17 +27,34 @@ typedef struct eli_kv_layer {
     int32_t *cell_pos; /* position held by each cell, -1 when empty */
 } eli_kv_layer;
 
+typedef struct eli_kv_checkpoint {
+    int32_t pos;   /* -1: unused */
+    uint8_t *data; /* the rings of every sliding layer: cell_pos, K, V (eli_kv_checkpoint_bytes) */
+} eli_kv_checkpoint;
+
 typedef struct eli_kv_cache {
     uint32_t type; /* a ggml type id (see eli_kv_type_from_name) */
     int n_layer;
     int64_t n_ctx;
     eli_kv_layer *layers;
-    size_t bytes; /* K/V storage allocated */
+    size_t bytes; /* K/V storage allocated (rings + full layers) */
+    size_t bytes_swa, bytes_full; /* the same, split by layer kind (bytes = bytes_swa + bytes_full) */
+    /* window checkpoints */
+    int max_ckpt;
+    eli_kv_checkpoint *ckpt; /* max_ckpt entries */
+    size_t ckpt_bytes;       /* allocated for checkpoints */
+    int64_t n_ckpt_taken, n_ckpt_restored;
 } eli_kv_cache;
+
+/* Cells a layer keeps: sliding layers min(n_ctx, n_swa + n_ubatch), full layers n_ctx. */
+int64_t eli_kv_layer_cells(int is_swa, int n_swa, int64_t n_ctx, int64_t n_ubatch);
+/* K+V bytes eli_kv_create allocates for these parameters, split by layer kind (either pointer may be NULL);
+ * returns the total. Works on a model struct without a file (only hp and the layers' geometry are read). */
+size_t eli_kv_predict_bytes(const eli_model *m, int64_t n_ctx, int64_t n_ubatch, uint32_t type, size_t *swa, size_t *full);
 
 eli_kv_cache *eli_kv_create(const eli_model *m, int64_t n_ctx, int64_t n_ubatch, uint32_t type, eli_error *err);
 void eli_kv_free(eli_kv_cache *kv);
-/* Forgets every cell. */
+/* Forgets every cell (and every checkpoint). */
 void eli_kv_clear(eli_kv_cache *kv);
 /* Stores K and V (width floats each) of position pos in layer il. */
 void eli_kv_store(eli_kv_cache *kv, int il, int32_t pos, const float *k, const float *v);
@@ -40,7 +63,24 @@ int eli_kv_has(const eli_kv_cache *kv, int il, int32_t pos);
 /* Cache type by name ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1"); -1 if unknown. */
 int eli_kv_type_from_name(const char *name, uint32_t *type);
 /* Drops positions >= n_keep. Returns 1 when every position < n_keep that a later query can see is still
- * held (the sliding rings may have overwritten some), 0 otherwise (the cache is then unchanged). */
+ * held (the sliding rings may have overwritten some), 0 otherwise (the cache is then unchanged).
+ * Checkpoints taken after n_keep are dropped on success. */
 int eli_kv_truncate(eli_kv_cache *kv, int32_t n_keep, int n_swa);
+/* True when layer il's cells (any array of n_cells positions) hold everything a query at position n sees. */
+int eli_kv_window_ok(const int32_t *cell_pos, int64_t n_cells, int full, int32_t n, int n_swa);
+
+/* ---- window checkpoints ---- */
+/* Bytes of one checkpoint (0 when no layer has a true ring: then truncation always succeeds). */
+size_t eli_kv_checkpoint_bytes(const eli_kv_cache *kv);
+/* Sets how many checkpoints are kept (0..64); frees the ones beyond. */
+void eli_kv_set_max_checkpoints(eli_kv_cache *kv, int n);
+/* Snapshots the rings as they are at position pos (the caller guarantees the cache holds exactly the
+ * positions < pos). Replaces the oldest checkpoint when all are used. Returns 1 taken, 0 not needed or
+ * not possible (no rings, max 0, out of memory: checkpoints are an optimisation). */
+int eli_kv_checkpoint_take(eli_kv_cache *kv, int32_t pos);
+/* For a truncation to n_keep that eli_kv_truncate refused: restores the rings from the checkpoint with the
+ * highest usable position r <= n_keep, drops positions >= r everywhere and returns r (the caller recomputes
+ * r .. n_keep - 1). -1 when no checkpoint is usable (the cache is unchanged). */
+int32_t eli_kv_checkpoint_restore(eli_kv_cache *kv, int32_t n_keep, int n_swa);
 
 #endif

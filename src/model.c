@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "quants.h"
 
@@ -205,9 +207,24 @@ static int load_hparams(eli_model *m, eli_error *err, int **n_ff_out, int **n_he
     if (!(hp->rms_eps >= 0)) return eli_fail(err, ELI_ERR_INVALID_ARG, "rms epsilon %g is negative", (double)hp->rms_eps);
     if ((rc = hp_u32(&r, "attention.sliding_window", 1, 1, INT32_MAX, &hp->n_swa))) return rc;
     hp->n_shared_kv = 0;
-    if ((rc = hp_u32(&r, "attention.shared_kv_layers", 0, 0, L - 1, &hp->n_shared_kv))) return rc;
+    if ((rc = hp_u32(&r, "attention.shared_kv_layers", 0, 0, m->is_assistant ? L : L - 1, &hp->n_shared_kv))) return rc;
     hp->n_layer_kv = L - hp->n_shared_kv;
-    if ((rc = hp_u32(&r, "embedding_length_per_layer_input", 1, 0, MAX_DIM, &hp->n_pl))) return rc;
+    if ((rc = hp_u32(&r, "embedding_length_per_layer_input", !m->is_assistant, 0, MAX_DIM, &hp->n_pl))) return rc;
+    if (m->is_assistant) {
+        /* the drafter has no K/V of its own: every layer reads the target's cache (spec 6.2) */
+        hp->n_shared_kv = L;
+        hp->n_layer_kv = 0;
+        if ((rc = hp_u32(&r, "embedding_length_out", 1, 1, MAX_DIM, &hp->n_embd_out))) return rc;
+        if (hp->n_embd_out == hp->n_embd)
+            return eli_fail(err, ELI_ERR_INVALID_ARG, "%s.embedding_length_out must differ from embedding_length (%d)",
+                            m->arch_name, hp->n_embd);
+        int n_predict = L;
+        if ((rc = hp_u32(&r, "nextn_predict_layers", 0, 1, MAX_LAYERS, &n_predict))) return rc;
+        if (n_predict != L)
+            return eli_fail(err, ELI_ERR_INVALID_ARG, "%s.nextn_predict_layers %d != block_count %d", m->arch_name,
+                            n_predict, L);
+        if (hp->n_pl) return eli_fail(err, ELI_ERR_INVALID_ARG, "an assistant model cannot have per-layer embeddings");
+    }
     hp->rope_base_full = 10000.0f;
     hp->rope_base_swa = 10000.0f;
     if ((rc = hp_f32(&r, "rope.freq_base", 0, &hp->rope_base_full))) return rc;
@@ -216,6 +233,7 @@ static int load_hparams(eli_model *m, eli_error *err, int **n_ff_out, int **n_he
         return eli_fail(err, ELI_ERR_INVALID_ARG, "rope freq bases must be positive");
     hp->final_softcap = 30.0f; /* llama.cpp's default applies when the key is absent */
     if ((rc = hp_f32(&r, "final_logit_softcapping", 0, &hp->final_softcap))) return rc;
+    if (m->is_assistant) hp->final_softcap = 0.0f; /* the drafter's logits are not softcapped (spec 6.3) */
     if (hp->final_softcap < 0)
         return eli_fail(err, ELI_ERR_INVALID_ARG, "final_logit_softcapping %g is negative", (double)hp->final_softcap);
     if ((rc = hp_u32(&r, "expert_count", 0, 0, 4096, &hp->n_expert))) return rc;
@@ -255,6 +273,8 @@ static int bind_layer(binder *b, int il, const int *n_ff, const int *n_head, con
         if ((rc = bind_matrix(b, &l->wv, NAME("attn_v.weight"), 0, E, dkv, 1))) return rc;
         if ((rc = bind_vector(b, &l->k_norm, NAME("attn_k_norm.weight"), 1, l->head_dim))) return rc;
         l->k_eq_v = l->wv.data == NULL;
+    } else if (m->is_assistant) {
+        l->kv_source = -1; /* set by eli_drafter_attach from the target's layers */
     } else {
         /* KV-shared layer: reads the cache of the last layer of the same type that owns K/V. */
         l->kv_source = -1;
@@ -274,7 +294,8 @@ static int bind_layer(binder *b, int il, const int *n_ff, const int *n_head, con
         if (find_tensor(b, NAME("attn_k.weight"), 0))
             return eli_fail(b->err, ELI_ERR_INVALID_ARG, "layer %d is KV-shared but has tensor '%s'", il, nm);
     }
-    const gguf_tensor *los = find_tensor(b, NAME("layer_output_scale.weight"), 0);
+    const gguf_tensor *los = find_tensor(b, NAME("layer_output_scale.weight"), m->is_assistant);
+    if (!los && m->is_assistant) return ELI_ERR_INVALID_ARG;
     l->out_scale = 1.0f;
     if (los) {
         const float *v;
@@ -290,6 +311,8 @@ static int bind_layer(binder *b, int il, const int *n_ff, const int *n_head, con
     if ((rc = bind_matrix(b, &l->ffn_down, NAME("ffn_down.weight"), 1, l->n_ff, E, 1))) return rc;
 
     l->is_moe = find_tensor(b, NAME("ffn_gate_inp.weight"), 0) != NULL;
+    if (l->is_moe && m->is_assistant)
+        return eli_fail(b->err, ELI_ERR_INVALID_ARG, "assistant layer %d has MoE tensors, which a drafter cannot have", il);
     if (l->is_moe) {
         const int64_t X = hp->n_expert, F = hp->n_ff_exp;
         if (X < 1 || hp->n_expert_used < 1 || F < 1)
@@ -319,6 +342,16 @@ static int bind_layer(binder *b, int il, const int *n_ff, const int *n_head, con
     return ELI_OK;
 }
 
+/* The per-layer-embedding table is read one row per token: no readahead around the rows (the pages of the
+ * table's byte range, rounded out to whole pages, get MADV_RANDOM; a failure only loses the hint). */
+static void advise_random(const void *data, size_t bytes) {
+    const long pg = sysconf(_SC_PAGESIZE);
+    if (!data || !bytes || pg <= 0) return;
+    const uintptr_t lo = (uintptr_t)data & ~((uintptr_t)pg - 1);
+    const uintptr_t hi = ((uintptr_t)data + bytes + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
+    (void)madvise((void *)lo, hi - lo, MADV_RANDOM);
+}
+
 eli_model *eli_model_from_gguf(gguf_file *f, eli_error *err) {
     gguf_str arch;
     int rc = gguf_get_str(f, "general.architecture", &arch, err);
@@ -327,7 +360,8 @@ eli_model *eli_model_from_gguf(gguf_file *f, eli_error *err) {
         eli_fail(err, ELI_ERR_INVALID_ARG, "missing key 'general.architecture'");
         return NULL;
     }
-    if (!gguf_str_eq(arch, "gemma4")) {
+    const int assistant = gguf_str_eq(arch, "gemma4-assistant");
+    if (!gguf_str_eq(arch, "gemma4") && !assistant) {
         eli_fail(err, ELI_ERR_INVALID_ARG, "unsupported architecture '%.*s'", (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
         return NULL;
     }
@@ -337,7 +371,8 @@ eli_model *eli_model_from_gguf(gguf_file *f, eli_error *err) {
         return NULL;
     }
     m->file = f;
-    m->arch_name = strdup("gemma4");
+    m->is_assistant = assistant;
+    m->arch_name = strdup(assistant ? "gemma4-assistant" : "gemma4");
     int *n_ff = NULL, *n_head = NULL, *n_kv = NULL, *swa = NULL;
     binder b = {m, err};
     eli_hparams *hp = &m->hp;
@@ -365,8 +400,15 @@ eli_model *eli_model_from_gguf(gguf_file *f, eli_error *err) {
     if (hp->n_pl) {
         const int64_t W = (int64_t)hp->n_pl * hp->n_layer;
         if (bind_matrix(&b, &m->ple_token_embd, "per_layer_token_embd.weight", 1, W, hp->n_vocab, 1)) goto fail;
+        advise_random(m->ple_token_embd.data, (size_t)hp->n_vocab * m->ple_token_embd.row_bytes);
         if (bind_matrix(&b, &m->ple_model_proj, "per_layer_model_proj.weight", 1, hp->n_embd, W, 1)) goto fail;
         if (bind_vector(&b, &m->ple_proj_norm, "per_layer_proj_norm.weight", 1, hp->n_pl)) goto fail;
+    }
+    if (m->is_assistant) {
+        if (bind_matrix(&b, &m->nextn_pre_proj, "nextn.pre_projection.weight", 1, 2 * (int64_t)hp->n_embd_out, hp->n_embd, 1))
+            goto fail;
+        if (bind_matrix(&b, &m->nextn_post_proj, "nextn.post_projection.weight", 1, hp->n_embd, hp->n_embd_out, 1))
+            goto fail;
     }
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) {

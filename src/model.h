@@ -63,11 +63,13 @@ typedef struct eli_hparams {
     float rope_base_full, rope_base_swa;
     float rms_eps;
     float final_softcap;   /* 0 = none */
+    int n_embd_out;        /* assistant: the target's n_embd (backbone width); 0 otherwise */
 } eli_hparams;
 
 typedef struct eli_model {
     gguf_file *file;
     char *arch_name;
+    int is_assistant; /* gemma4-assistant: an MTP drafter (spec section 6) */
     eli_hparams hp;
     eli_layer *layers;
     eli_weight token_embd, output; /* output == token_embd when tied */
@@ -76,12 +78,13 @@ typedef struct eli_model {
     const float *rope_freqs; /* {n_rot_full/2} or NULL */
     eli_weight ple_token_embd, ple_model_proj;
     const float *ple_proj_norm;
+    eli_weight nextn_pre_proj, nextn_post_proj; /* assistant: {2*n_embd_out, n_embd}, {n_embd, n_embd_out} */
     float **owned; /* f32 copies of small tensors, freed with the model */
     size_t n_owned;
     uint64_t weight_bytes; /* bytes of all tensor data in the file */
 } eli_model;
 
-/* Loads a gemma4 GGUF (the file is opened and mapped; the model owns it). */
+/* Loads a gemma4 or gemma4-assistant GGUF (the file is opened and mapped; the model owns it). */
 eli_model *eli_model_load(const char *path, eli_error *err);
 /* Binds a model over an already opened file; takes ownership of f on success. */
 eli_model *eli_model_from_gguf(gguf_file *f, eli_error *err);

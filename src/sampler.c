@@ -256,7 +256,28 @@ static size_t run_chain(eli_sampler *s, const float *logits) {
     }
 
     if (use_top_p) {
-        if (!sorted) qsort(c, m, sizeof *c, cmp_cand);
+        if (!sorted) {
+            /* Sorting a whole vocabulary is slow (~50 ms for 262k entries). The top-p set is the shortest
+             * sorted prefix reaching the mass, and {logit >= max - gap} is itself a prefix: once its mass
+             * reaches top_p (with a margin for rounding), the top-p set lies inside it and only it needs
+             * sorting. Widen the gap until that holds; the result is exact either way. */
+            double need = (double)p->top_p * z * (1.0 + 1e-9);
+            for (double gap = 8.0; gap <= 512.0; gap *= 2.0) {
+                double mass = 0;
+                size_t cnt = 0;
+                for (size_t i = 0; i < m; i++)
+                    if ((double)c[i].logit - max >= -gap) mass += exp((double)c[i].logit - max), cnt++;
+                if (mass < need) continue;
+                if (cnt < m) {
+                    size_t o = 0;
+                    for (size_t i = 0; i < m; i++)
+                        if ((double)c[i].logit - max >= -gap) c[o++] = c[i];
+                    m = o;
+                }
+                break;
+            }
+            qsort(c, m, sizeof *c, cmp_cand);
+        }
         double cum = 0;
         for (size_t i = 0; i < m; i++) {
             cum += exp((double)c[i].logit - max) / z;

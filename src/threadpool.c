@@ -1,7 +1,27 @@
+/* Persistent pool. A job is published by bumping `generation`; workers spin on it for a bounded number
+ * of iterations (with a pause instruction) before sleeping on the condvar, and the caller spins the same
+ * way on `pending` before sleeping, so back-to-back jobs (every matmul of a decode step) cost no futex
+ * wake. Sleepers are counted so the publisher only takes the mutex when someone actually sleeps; the
+ * counter and the word it guards are both seq_cst, so a sleeper and a publisher cannot miss each other. */
 #include "threadpool.h"
 
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#elif defined(__aarch64__)
+#define cpu_relax() __asm__ volatile("yield" ::: "memory")
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+/* Tens of microseconds of spinning (a pause is ~10-150 cycles depending on the core): longer than the
+ * gap between two ops of a decode step, short enough that an idle pool goes to sleep quickly. */
+#define SPIN_ITERS 4096
 
 struct eli_pool {
     int n;
@@ -10,9 +30,11 @@ struct eli_pool {
     pthread_cond_t work_cv, done_cv;
     eli_pool_fn fn;
     void *ctx;
-    unsigned long generation; /* bumped for every job */
-    int pending;              /* workers still running the current job */
-    int quit;
+    atomic_ulong generation; /* bumped for every job */
+    atomic_int pending;      /* workers still running the current job */
+    atomic_int sleepers;     /* workers blocked (or about to block) on work_cv */
+    atomic_int caller_sleeping;
+    atomic_int quit;
 };
 
 typedef struct {
@@ -26,19 +48,32 @@ static void *worker(void *arg) {
     int ith = wa->ith;
     free(wa);
     unsigned long seen = 0;
-    pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->quit && p->generation == seen) pthread_cond_wait(&p->work_cv, &p->mu);
-        if (p->quit) break;
-        seen = p->generation;
-        eli_pool_fn fn = p->fn;
-        void *ctx = p->ctx;
-        pthread_mutex_unlock(&p->mu);
-        fn(ctx, ith, p->n);
-        pthread_mutex_lock(&p->mu);
-        if (--p->pending == 0) pthread_cond_signal(&p->done_cv);
+        unsigned long g;
+        int spins = 0;
+        while ((g = atomic_load(&p->generation)) == seen && !atomic_load(&p->quit)) {
+            if (spins < SPIN_ITERS) {
+                /* a yield now and then: on an oversubscribed machine the thread we wait for may need
+                 * this core */
+                if ((++spins & 255) == 0) sched_yield();
+                else cpu_relax();
+                continue;
+            }
+            pthread_mutex_lock(&p->mu);
+            atomic_fetch_add(&p->sleepers, 1);
+            while (atomic_load(&p->generation) == seen && !atomic_load(&p->quit)) pthread_cond_wait(&p->work_cv, &p->mu);
+            atomic_fetch_sub(&p->sleepers, 1);
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (atomic_load(&p->quit)) break;
+        seen = g;
+        p->fn(p->ctx, ith, p->n);
+        if (atomic_fetch_sub(&p->pending, 1) == 1 && atomic_load(&p->caller_sleeping)) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->done_cv);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
-    pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
@@ -50,6 +85,11 @@ eli_pool *eli_pool_create(int n_threads) {
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->work_cv, NULL);
     pthread_cond_init(&p->done_cv, NULL);
+    atomic_init(&p->generation, 0);
+    atomic_init(&p->pending, 0);
+    atomic_init(&p->sleepers, 0);
+    atomic_init(&p->caller_sleeping, 0);
+    atomic_init(&p->quit, 0);
     p->threads = calloc((size_t)n_threads, sizeof *p->threads);
     if (!p->threads) {
         eli_pool_free(p);
@@ -77,10 +117,11 @@ eli_pool *eli_pool_create(int n_threads) {
 void eli_pool_free(eli_pool *p) {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
-    p->quit = 1;
+    atomic_store(&p->quit, 1);
     pthread_cond_broadcast(&p->work_cv);
     pthread_mutex_unlock(&p->mu);
-    for (int i = 1; i < p->n; i++) pthread_join(p->threads[i], NULL);
+    if (p->threads)
+        for (int i = 1; i < p->n; i++) pthread_join(p->threads[i], NULL);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->work_cv);
     pthread_cond_destroy(&p->done_cv);
@@ -95,17 +136,29 @@ void eli_pool_run(eli_pool *p, eli_pool_fn fn, void *ctx) {
         fn(ctx, 0, 1);
         return;
     }
-    pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->ctx = ctx;
-    p->pending = p->n - 1;
-    p->generation++;
-    pthread_cond_broadcast(&p->work_cv);
-    pthread_mutex_unlock(&p->mu);
+    atomic_store(&p->pending, p->n - 1);
+    atomic_fetch_add(&p->generation, 1); /* publishes fn/ctx (seq_cst) */
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->work_cv);
+        pthread_mutex_unlock(&p->mu);
+    }
     fn(ctx, 0, p->n);
-    pthread_mutex_lock(&p->mu);
-    while (p->pending) pthread_cond_wait(&p->done_cv, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    for (int spins = 0; atomic_load(&p->pending) != 0; spins++) {
+        if (spins < SPIN_ITERS) {
+            if ((spins & 255) == 255) sched_yield();
+            else cpu_relax();
+            continue;
+        }
+        pthread_mutex_lock(&p->mu);
+        atomic_store(&p->caller_sleeping, 1);
+        while (atomic_load(&p->pending) != 0) pthread_cond_wait(&p->done_cv, &p->mu);
+        atomic_store(&p->caller_sleeping, 0);
+        pthread_mutex_unlock(&p->mu);
+        break;
+    }
 }
 
 void eli_split(int64_t n, int ith, int nth, int64_t *begin, int64_t *end) {

@@ -67,7 +67,7 @@ static void test_basics(void) {
     CHECK(eliza_inference_tokenize_supported() == 1, "tokenize probe");
     CHECK(eliza_inference_llm_kv_quant_supported() == 1, "kv quant probe");
     CHECK(eliza_inference_embed_supported() == 1 && eliza_inference_llm_eot_supported() == 1, "probes");
-    CHECK(eliza_inference_llm_mtp_supported() == 0, "MTP is not claimed before it exists");
+    CHECK(eliza_inference_llm_mtp_supported() == 1, "MTP probe");
     CHECK(sizeof(eliza_llm_stream_config_t) == 88, "config size %zu", sizeof(eliza_llm_stream_config_t));
     eliza_inference_free_string(NULL);
     eliza_inference_free_tokens(NULL);
@@ -224,10 +224,8 @@ static void test_streams(EliInferenceContext *c) {
     cfg.cache_type_v = "q8_0";
     CHECK(eliza_inference_llm_stream_open(c, &cfg, NULL) == NULL, "K and V types must match");
     cfg = greedy_cfg(16);
-    cfg.draft_min = 1, cfg.draft_max = 4;
-    CHECK(eliza_inference_llm_stream_open(c, &cfg, &err) == NULL && err && strstr(err, "MTP"), "MTP not silently dropped: %s",
-          err ? err : "");
-    eliza_inference_free_string(err), err = NULL;
+    cfg.draft_min = 3, cfg.draft_max = 2;
+    CHECK(eliza_inference_llm_stream_open(c, &cfg, NULL) == NULL, "draft_min > draft_max");
     cfg = greedy_cfg(16);
     cfg.gbnf_grammar = "root ::= \"a\"";
     CHECK(eliza_inference_llm_stream_open(c, &cfg, NULL) == NULL, "grammar is refused, not ignored");
@@ -345,6 +343,70 @@ static void test_streams(EliInferenceContext *c) {
     CHECK(eliza_inference_mmap_acquire(c, "text", NULL) == ELIZA_OK, "acquire again");
 }
 
+/* MTP through the pipe: a bundle with text/ and mtp/, and an explicit mtp_drafter_path. */
+static void test_mtp(EliInferenceContext *plain) {
+    int32_t seq[96], greedy[16], out[64];
+    read_ids(eli_shared_path("golden/models/e2b-mini.tokens.txt"), seq, 96);
+    read_ids(eli_shared_path("golden/models/e2b-mini-f32.greedy.txt"), greedy, 16);
+    char dir[] = "/tmp/eli_mtp_XXXXXX", p[600], q[600];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(p, sizeof p, "%s/text", dir), mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s/mtp", dir), mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s/text/e2b-mini.gguf", dir);
+    snprintf(q, sizeof q, "%s", eli_shared_path(MODEL));
+    CHECK(symlink(q, p) == 0, "symlink");
+    snprintf(p, sizeof p, "%s/mtp/drafter-mini.gguf", dir);
+    snprintf(q, sizeof q, "%s", eli_shared_path("golden/models/assistant-mini-f32.gguf"));
+    CHECK(symlink(q, p) == 0, "symlink");
+    char *err = NULL;
+    EliInferenceContext *c = eliza_inference_create(dir, &err);
+    CHECK(c != NULL, "bundle with mtp/: %s", err ? err : "");
+    eliza_llm_stream_config_t cfg = greedy_cfg(16);
+    cfg.draft_min = 1, cfg.draft_max = 4;
+    if (c) {
+        CHECK(eliza_inference_mmap_acquire(c, "mtp", &err) == ELIZA_OK, "acquire mtp: %s", err ? err : "");
+        EliLlmStream *s = eliza_inference_llm_stream_open(c, &cfg, &err);
+        CHECK(s != NULL, "open with MTP: %s", err ? err : "");
+        if (s && eliza_inference_llm_stream_prefill(s, seq, 96, NULL) == ELIZA_OK) {
+            int n = 0, drafted = 0;
+            for (int guard = 0; guard < 100; guard++) {
+                int32_t step[32], d = 0, a = 0;
+                size_t got = 0;
+                char buf[1024];
+                int rc = eliza_inference_llm_stream_next(s, step, 32, &got, buf, sizeof buf, &d, &a, NULL);
+                for (size_t i = 0; i < got && n < 64; i++) out[n++] = step[i];
+                drafted += d;
+                CHECK(a >= 0 && a <= d, "accepted %d of %d", a, d);
+                if (rc != 0) break;
+            }
+            CHECK(n == 16 && !memcmp(out, greedy, sizeof greedy), "greedy with MTP through the pipe == llama.cpp greedy");
+            CHECK(drafted > 0, "next reports drafted tokens (%d)", drafted);
+        }
+        CHECK(eliza_inference_mmap_evict(c, "mtp", NULL) == ELIZA_ERR_INVALID_ARG, "evict mtp while in use is refused");
+        eliza_inference_llm_stream_close(s);
+        CHECK(eliza_inference_mmap_evict(c, "mtp", NULL) == ELIZA_OK, "evict mtp");
+        eliza_inference_destroy(c);
+    }
+    /* a context over a bare .gguf has no bundle drafter: MTP needs mtp_drafter_path */
+    err = NULL;
+    CHECK(eliza_inference_llm_stream_open(plain, &cfg, &err) == NULL && err && strstr(err, "mtp"), "no drafter: %s",
+          err ? err : "");
+    eliza_inference_free_string(err), err = NULL;
+    cfg.mtp_drafter_path = q;
+    EliLlmStream *s = eliza_inference_llm_stream_open(plain, &cfg, &err);
+    CHECK(s != NULL, "explicit mtp_drafter_path: %s", err ? err : "");
+    eliza_inference_llm_stream_close(s);
+    cfg.mtp_drafter_path = eli_shared_path("golden/models/dense-kv-mini-f32.gguf");
+    CHECK(eliza_inference_llm_stream_open(plain, &cfg, &err) == NULL && err && strstr(err, "assistant"),
+          "a target model as drafter is refused: %s", err ? err : "");
+    eliza_inference_free_string(err);
+    snprintf(p, sizeof p, "%s/text/e2b-mini.gguf", dir), unlink(p);
+    snprintf(p, sizeof p, "%s/mtp/drafter-mini.gguf", dir), unlink(p);
+    snprintf(p, sizeof p, "%s/text", dir), rmdir(p);
+    snprintf(p, sizeof p, "%s/mtp", dir), rmdir(p);
+    rmdir(dir);
+}
+
 static void test_backends(EliInferenceContext *c) {
     int32_t seq[96], greedy[16], out[64];
     read_ids(eli_shared_path("golden/models/e2b-mini.tokens.txt"), seq, 96);
@@ -379,6 +441,7 @@ int main(void) {
         test_text_utils(c);
         test_streams(c);
         test_backends(c);
+        test_mtp(c);
         /* destroying a context closes its open streams */
         eliza_llm_stream_config_t cfg = greedy_cfg(4);
         EliLlmStream *s = eliza_inference_llm_stream_open(c, &cfg, NULL);

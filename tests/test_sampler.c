@@ -237,6 +237,63 @@ static void test_filters(void) {
     p.min_p = 0.1f;
     check_kept(&p, logits, N, ids, 1, "top_p 0.4 + min_p 0.1");
 
+    /* Large random rows against a brute-force reference (sort everything, cut where the cumulative mass
+     * reaches top_p, then cut below min_p * max), at several logit scales so the sampler's pruned sort is
+     * exercised both when it can prune and when it cannot. */
+    {
+        enum { V = 5000 };
+        static float row[V];
+        static int32_t order[V];
+        static float probs[V];
+        const float scales[] = {0.5f, 3.0f, 12.0f};
+        const float tps[] = {0.3f, 0.9f, 0.99f};
+        const float mps[] = {0.0f, 0.02f};
+        int all_ok = 1;
+        for (size_t si = 0; si < 3; si++)
+            for (size_t ti = 0; ti < 3; ti++)
+                for (size_t mi = 0; mi < 2; mi++) {
+                    for (int i = 0; i < V; i++) row[i] = frand() * scales[si];
+                    for (int i = 0; i < V; i++) order[i] = i;
+                    /* reference order: (logit desc, id asc), by insertion sort (fast enough for 5000) */
+                    for (int i = 1; i < V; i++) {
+                        int32_t x = order[i];
+                        int j = i;
+                        while (j > 0 && (row[order[j - 1]] < row[x] || (row[order[j - 1]] == row[x] && order[j - 1] > x))) {
+                            order[j] = order[j - 1];
+                            j--;
+                        }
+                        order[j] = x;
+                    }
+                    double mx = row[order[0]], z = 0;
+                    for (int i = 0; i < V; i++) z += exp(row[i] - mx);
+                    int keep = V;
+                    double cum = 0;
+                    for (int i = 0; i < V; i++) {
+                        cum += exp(row[order[i]] - mx) / z;
+                        if (cum >= tps[ti]) {
+                            keep = i + 1;
+                            break;
+                        }
+                    }
+                    int keep_m = 0;
+                    while (keep_m < keep && (mps[mi] == 0 || row[order[keep_m]] - mx >= log(mps[mi]))) keep_m++;
+                    eli_sampler_params q = plain();
+                    q.top_p = tps[ti];
+                    q.min_p = mps[mi];
+                    eli_sampler *s = make(&q, V);
+                    int32_t kept = eli_sampler_probs(s, row, probs);
+                    int ok = kept == keep_m;
+                    for (int i = 0; i < keep_m && ok; i++) ok = probs[order[i]] > 0;
+                    if (!ok) {
+                        all_ok = 0;
+                        fprintf(stderr, "scale %g top_p %g min_p %g: kept %d, reference %d\n", scales[si], tps[ti],
+                                mps[mi], kept, keep_m);
+                    }
+                    eli_sampler_free(s);
+                }
+        CHECK(all_ok, "top-p/min-p match the brute-force reference");
+    }
+
     /* Temperature does not change the set (it is applied after the filters), only the shape: at T = 2
      * the survivors of top_p 0.8 get probabilities proportional to sqrt(0.5), sqrt(0.25), sqrt(0.15). */
     p = plain();

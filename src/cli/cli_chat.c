@@ -51,6 +51,13 @@ static void conv_clear(conversation *c, int keep_system) {
     c->n = keep;
 }
 
+/* Drops the last message (a user turn that was not answered). */
+static void conv_clear_last(conversation *c) {
+    if (!c->n) return;
+    c->n--;
+    free(c->role[c->n]), free(c->content[c->n]);
+}
+
 /* The prompt for the whole conversation plus the generation prompt. */
 static char *render(const conversation *c) {
     size_t cap = 64;
@@ -75,8 +82,8 @@ static char *render(const conversation *c) {
     return out;
 }
 
-static int usage(void) {
-    fprintf(stderr, "usage: eliza-infer chat [-m FILE] [--system TEXT] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
+static int usage(FILE *out) {
+    fprintf(out, "usage: eliza-infer chat [-m FILE] [--system TEXT] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
                     "                        [--min-p M] [--repeat-penalty R] [--seed S] [-t N] [--ctx N] [--kv TYPE]\n"
                     "commands at the prompt: /reset, /quit; Ctrl-C stops an answer\n");
     return 2;
@@ -93,8 +100,8 @@ int cli_chat(int argc, char **argv) {
         if (r) continue;
         if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) path = argv[++i];
         else if (!strcmp(argv[i], "--system") && i + 1 < argc) system = argv[++i];
-        else if (!strcmp(argv[i], "--help")) return usage(), 0;
-        else return cli_die("chat: unknown option '%s'", argv[i]), usage();
+        else if (!strcmp(argv[i], "--help")) return usage(stdout), 0;
+        else return cli_bad_option("chat", argv[i], i + 1 < argc);
     }
     eli_model *m;
     eli_tokenizer *tok;
@@ -127,6 +134,7 @@ int cli_chat(int argc, char **argv) {
                 printf("\n");
                 continue;
             }
+            printf("\n"); /* end of input: leave the terminal on a fresh line */
             break;
         }
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
@@ -145,7 +153,7 @@ int cli_chat(int argc, char **argv) {
         if (!prompt || eli_tokenize(tok, prompt, strlen(prompt), 0, 1, &ids, &n_ids, &err)) {
             free(prompt);
             cli_die("%s", err.msg);
-            conv.n--;
+            conv_clear_last(&conv);
             continue;
         }
         free(prompt);
@@ -160,17 +168,17 @@ int cli_chat(int argc, char **argv) {
         free(ids);
         if (r) {
             printf("%s\n", r == ELI_ERR_CANCELLED ? "(stopped)" : err.msg);
-            conv.n--;
+            conv_clear_last(&conv);
             continue;
         }
         double t1 = cli_now();
         char *answer = NULL;
         size_t n_answer = 0;
         char buf[512];
-        int32_t t[4];
+        int32_t t[16];
         for (;;) {
             size_t n;
-            r = eli_gen_next(g, t, 1, &n, buf, sizeof buf, &interrupted, &err);
+            r = eli_gen_next(g, t, 16, &n, buf, sizeof buf, NULL, NULL, &interrupted, &err);
             if (r < 0) break;
             size_t bl = strlen(buf);
             char *grown = realloc(answer, n_answer + bl + 1);

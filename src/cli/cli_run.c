@@ -7,13 +7,14 @@
 #include <time.h>
 
 #include "chat.h"
+#include "drafter.h"
 #include "cli.h"
 #include "engine.h"
 #include "json.h"
 #include "kv_cache.h"
 
-static int usage(void) {
-    fprintf(stderr,
+static int usage(FILE *out) {
+    fprintf(out,
             "usage: eliza-infer run [-m FILE] -p TEXT [options]\n"
             "  -m FILE            model GGUF (default: the embedded eliza-1-nano)\n"
             "  -p TEXT            prompt (an empty prompt is fine)\n"
@@ -22,6 +23,8 @@ static int usage(void) {
             "  --top-k K --top-p P --min-p M --repeat-penalty R --seed S\n"
             "  --chat             wrap the prompt in the Gemma 4 chat template (one user turn)\n"
             "  --system TEXT      system prompt (with --chat)\n"
+            "  --draft FILE       MTP speculative decoding with this gemma4-assistant drafter\n"
+            "  --draft-min N --draft-max N   draft window bounds (default 1..6; the window adapts in between)\n"
             "  -t N               threads    --ctx N  context size (default 4096)    --kv TYPE  KV cache type\n");
     return 2;
 }
@@ -63,6 +66,12 @@ int cli_parse_gen_option(int argc, char **argv, int *i, eli_gen_params *p) {
     } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
         if (cli_parse_int(a, v, 1, INT32_MAX, &x)) return -1;
         p->ctx.n_ctx = x;
+    } else if (!strcmp(a, "--draft-min")) {
+        if (cli_parse_int(a, v, 1, 64, &x)) return -1;
+        p->draft_min = (int)x;
+    } else if (!strcmp(a, "--draft-max")) {
+        if (cli_parse_int(a, v, 1, 64, &x)) return -1;
+        p->draft_max = (int)x;
     } else if (!strcmp(a, "--kv")) {
         if (!v || eli_kv_type_from_name(v, &p->ctx.kv_type))
             return cli_die("--kv: unknown cache type '%s'", v ? v : ""), -1;
@@ -71,6 +80,33 @@ int cli_parse_gen_option(int argc, char **argv, int *i, eli_gen_params *p) {
     }
     (*i)++;
     return 1;
+}
+
+int cli_load_drafter(const char *path, const eli_model *target, eli_gen_params *p, eli_model **out) {
+    *out = NULL;
+    if (!path) return 0;
+    eli_error err = {0};
+    eli_model *d = eli_model_load(path, &err);
+    if (!d || eli_drafter_bind(d, target, &err)) {
+        eli_model_free(d);
+        return cli_die("%s", err.msg);
+    }
+    if (!p->draft_min) p->draft_min = 1;
+    if (!p->draft_max) p->draft_max = p->draft_min > 6 ? p->draft_min : 6;
+    if (p->draft_min > p->draft_max) {
+        eli_model_free(d);
+        return cli_die("--draft-min %d > --draft-max %d", p->draft_min, p->draft_max);
+    }
+    p->draft = d;
+    *out = d;
+    return 0;
+}
+
+int cli_bad_option(const char *cmd, const char *opt, int has_next) {
+    static const char *const with_value[] = {"-m", "--model", "-p", "--prompt", "--system", "--draft"};
+    for (size_t k = 0; !has_next && k < sizeof with_value / sizeof with_value[0]; k++)
+        if (!strcmp(opt, with_value[k])) return cli_die("%s: %s needs a value", cmd, opt), 2;
+    return cli_die("%s: unknown option '%s' (see 'eliza-infer %s --help')", cmd, opt, cmd), 2;
 }
 
 int cli_load(const char *path, eli_model **m, eli_tokenizer **tok) {
@@ -114,7 +150,7 @@ char *cli_chat_prompt(const char *system, const char *user) {
 }
 
 int cli_run(int argc, char **argv) {
-    const char *path = NULL, *prompt = NULL, *system = NULL;
+    const char *path = NULL, *prompt = NULL, *system = NULL, *draft_path = NULL;
     int chat = 0;
     eli_gen_params p = eli_gen_default_params();
     p.max_tokens = 128;
@@ -126,14 +162,21 @@ int cli_run(int argc, char **argv) {
         if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) path = argv[++i];
         else if ((!strcmp(argv[i], "-p") || !strcmp(argv[i], "--prompt")) && i + 1 < argc) prompt = argv[++i];
         else if (!strcmp(argv[i], "--system") && i + 1 < argc) system = argv[++i];
+        else if (!strcmp(argv[i], "--draft") && i + 1 < argc) draft_path = argv[++i];
         else if (!strcmp(argv[i], "--chat")) chat = 1;
-        else if (!strcmp(argv[i], "--help")) return usage(), 0;
-        else return cli_die("run: unknown option '%s'", argv[i]), usage();
+        else if (!strcmp(argv[i], "--help")) return usage(stdout), 0;
+        else return cli_bad_option("run", argv[i], i + 1 < argc);
     }
-    if (!prompt) return usage();
+    if (!prompt) return cli_die("run: -p TEXT is required (see 'eliza-infer run --help')"), 2;
     eli_model *m;
     eli_tokenizer *tok;
     if (cli_load(path, &m, &tok)) return 1;
+    eli_model *dm = NULL;
+    if (cli_load_drafter(draft_path, m, &p, &dm)) {
+        eli_tokenizer_free(tok);
+        eli_model_free(m);
+        return 1;
+    }
     char *text = chat ? cli_chat_prompt(system, prompt) : NULL;
     int rc = 1;
     eli_error err = {0};
@@ -156,11 +199,12 @@ int cli_run(int argc, char **argv) {
         goto done;
     }
     double t1 = cli_now(), t_first = 0;
-    int32_t toks[16];
+    int32_t toks[65]; /* an MTP round returns up to draft_max + 1 tokens */
+    const size_t step = dm ? (size_t)p.draft_max + 1 : 1;
     char buf[512];
     for (;;) {
         size_t n;
-        int r = eli_gen_next(g, toks, 1, &n, buf, sizeof buf, NULL, &err);
+        int r = eli_gen_next(g, toks, step, &n, buf, sizeof buf, NULL, NULL, NULL, &err);
         if (r < 0) {
             cli_die("%s", err.msg);
             goto done;
@@ -175,9 +219,16 @@ int cli_run(int argc, char **argv) {
     fprintf(stderr, "\n[prompt %zu tokens, %.1f tok/s | generated %lld tokens, %.1f tok/s | time to first token %.1f ms]\n",
             n_ids, n_ids ? (double)n_ids / (t1 - t0) : 0.0, (long long)gen,
             gen > 1 && t_first ? (double)(gen - 1) / (t2 - t_first) : 0.0, t_first ? 1e3 * (t_first - t0) : 0.0);
+    if (dm) {
+        eli_spec_stats st = eli_gen_spec_stats(g);
+        fprintf(stderr, "[MTP: %lld rounds, %lld drafted, %lld accepted (%.1f%%), window %d]\n", (long long)st.rounds,
+                (long long)st.drafted, (long long)st.accepted, st.drafted ? 100.0 * (double)st.accepted / (double)st.drafted : 0.0,
+                st.window);
+    }
     rc = 0;
 done:
     eli_gen_free(g);
+    eli_model_free(dm);
     free(ids);
     free(text);
     eli_tokenizer_free(tok);

@@ -233,7 +233,10 @@ class Gemma4(nn.Module):
             if c.has_kv(il):
                 Hkv = c.n_head_kv[il]
                 k = F.linear(a, w[p + "attn_k.weight"]).view(B, T, Hkv, d).transpose(1, 2)
-                v = F.linear(a, w[p + "attn_v.weight"]).view(B, T, Hkv, d).transpose(1, 2)
+                if p + "attn_v.weight" in w:
+                    v = F.linear(a, w[p + "attn_v.weight"]).view(B, T, Hkv, d).transpose(1, 2)
+                else:                    # K=V layers: V is the raw K projection (§3.3b)
+                    v = k
                 k = rope(rmsw(k, w[p + "attn_k_norm.weight"], eps), pos, base, ff)
                 v = rms(v, eps)
                 kv[il] = (k, v)

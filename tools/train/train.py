@@ -124,11 +124,17 @@ def eval_bpb(model, vocab, path, T=256, max_chunks=None):
     return nll / ntok, nll / math.log(2) / n_bytes
 
 
-def lr_at(step, total, peak, warmup):
+def lr_at(step, total, peak, warmup, decay):
+    """Warmup, constant, then linear decay to 0.1*peak over the last `decay`
+    steps. The learning rate of a step does not depend on `total` until the
+    decay starts, so a run can be extended from a checkpoint and still equal
+    a fresh run with the final --target-steps."""
     if step < warmup:
         return peak * (step + 1) / warmup
-    t = (step - warmup) / max(1, total - warmup)
-    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
+    start = total - decay
+    if step < start:
+        return peak
+    return peak * (1.0 - 0.9 * (step - start + 1) / decay)
 
 
 def make_optimizer(model, lr):
@@ -171,7 +177,7 @@ def train_target(vocab, toks, a, work):
     while state["step"] < a.target_steps:
         step = state["step"]
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, a.target_steps, a.lr, a.warmup)
+            g["lr"] = lr_at(step, a.target_steps, a.lr, a.warmup, a.decay_steps)
         x = sampler.batch(a.batch)
         logits, _ = model(x[:, :-1])
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
@@ -264,7 +270,7 @@ def train_drafter(target, toks, a, work):
     while state["step"] < a.drafter_steps:
         step = state["step"]
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, a.drafter_steps, a.draft_lr, a.warmup)
+            g["lr"] = lr_at(step, a.drafter_steps, a.draft_lr, a.warmup, a.draft_decay_steps)
         x = sampler.batch(a.draft_batch)
         loss, accs = drafter_loss(target, d, x, a.draft_steps, return_acc=True)
         opt.zero_grad(set_to_none=True)
@@ -398,12 +404,14 @@ def main():
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--warmup", type=int, default=40)
+    ap.add_argument("--decay-steps", type=int, default=80)
+    ap.add_argument("--draft-decay-steps", type=int, default=40)
     ap.add_argument("--target-steps", type=int, default=450)
     ap.add_argument("--drafter-steps", type=int, default=200)
     ap.add_argument("--draft-batch", type=int, default=8)
     ap.add_argument("--draft-lr", type=float, default=3e-3)
     ap.add_argument("--draft-steps", type=int, default=3)
-    ap.add_argument("--ckpt-every", type=int, default=50)
+    ap.add_argument("--ckpt-every", type=int, default=25)
     ap.add_argument("--matrix-type", default="F16", choices=["F16", "Q8_0"])
     ap.add_argument("--eval-chunks", type=int, default=None, help="limit eval (smoke tests)")
     ap.add_argument("--testdata", default=os.path.join(ROOT, "tests", "data", "nano_ref"))

@@ -1,0 +1,160 @@
+/* The assistant forward (spec 6.3), one row at a time; see drafter.h. */
+#include "drafter.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kv_cache.h"
+#include "ops.h"
+
+struct eli_drafter {
+    const eli_model *dm, *tm;
+    int64_t n_ctx;
+    float *xh;     /* [2 * n_embd_out]: target embedding ; h_in */
+    float *c, *cn, *o; /* [n_embd] residual, normed, sublayer out */
+    float *q, *att; /* [n_head * head_dim max] */
+    float *gate, *up; /* [n_ff max] */
+    float *y;      /* [n_embd] */
+    float *scores, *tmp;
+    eli_buf qbuf;
+};
+
+int eli_drafter_bind(eli_model *draft, const eli_model *target, eli_error *err) {
+    const eli_hparams *dh = &draft->hp, *th = &target->hp;
+    if (!draft->is_assistant) return eli_fail(err, ELI_ERR_INVALID_ARG, "drafter is not a gemma4-assistant model");
+    if (target->is_assistant) return eli_fail(err, ELI_ERR_INVALID_ARG, "the target is itself an assistant model");
+    if (dh->n_vocab != th->n_vocab)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "drafter vocabulary %d != target vocabulary %d", dh->n_vocab, th->n_vocab);
+    if (dh->n_embd_out != th->n_embd)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "drafter embedding_length_out %d != target embedding_length %d",
+                        dh->n_embd_out, th->n_embd);
+    for (int il = 0; il < dh->n_layer; il++) {
+        eli_layer *l = &draft->layers[il];
+        /* the donor: the target's last layer of the same type, followed to the layer that owns its K/V */
+        int src = -1;
+        for (int j = th->n_layer - 1; j >= 0 && src < 0; j--)
+            if (target->layers[j].is_swa == l->is_swa) src = target->layers[j].kv_source;
+        if (src < 0)
+            return eli_fail(err, ELI_ERR_INVALID_ARG, "drafter layer %d is %s but the target has no such layer", il,
+                            l->is_swa ? "sliding-window" : "full-attention");
+        const eli_layer *t = &target->layers[src];
+        if (t->head_dim != l->head_dim || t->n_head_kv != l->n_head_kv)
+            return eli_fail(err, ELI_ERR_INVALID_ARG,
+                            "drafter layer %d has head_dim %d / %d KV heads but target layer %d has %d / %d", il,
+                            l->head_dim, l->n_head_kv, src, t->head_dim, t->n_head_kv);
+        l->kv_source = src;
+    }
+    return ELI_OK;
+}
+
+void eli_drafter_free(eli_drafter *d) {
+    if (!d) return;
+    free(d->xh), free(d->c), free(d->cn), free(d->o), free(d->q), free(d->att), free(d->gate), free(d->up);
+    free(d->y), free(d->scores), free(d->tmp);
+    eli_buf_free(&d->qbuf);
+    free(d);
+}
+
+eli_drafter *eli_drafter_create(const eli_model *draft, const eli_model *target, int64_t n_ctx, eli_error *err) {
+    eli_drafter *d = calloc(1, sizeof *d);
+    if (!d) {
+        eli_fail(err, ELI_ERR_OOM, "out of memory");
+        return NULL;
+    }
+    const eli_hparams *hp = &draft->hp;
+    int64_t qmax = 0, ffmax = 0, dmax = 0;
+    for (int il = 0; il < hp->n_layer; il++) {
+        const eli_layer *l = &draft->layers[il];
+        if ((int64_t)l->n_head * l->head_dim > qmax) qmax = (int64_t)l->n_head * l->head_dim;
+        if (l->n_ff > ffmax) ffmax = l->n_ff;
+        if (l->head_dim > dmax) dmax = l->head_dim;
+    }
+    d->dm = draft;
+    d->tm = target;
+    d->n_ctx = n_ctx;
+    d->xh = malloc(sizeof(float) * 2 * (size_t)hp->n_embd_out);
+    d->c = malloc(sizeof(float) * (size_t)hp->n_embd);
+    d->cn = malloc(sizeof(float) * (size_t)hp->n_embd);
+    d->o = malloc(sizeof(float) * (size_t)hp->n_embd);
+    d->y = malloc(sizeof(float) * (size_t)hp->n_embd);
+    d->q = malloc(sizeof(float) * (size_t)qmax);
+    d->att = malloc(sizeof(float) * (size_t)qmax);
+    d->gate = malloc(sizeof(float) * (size_t)ffmax);
+    d->up = malloc(sizeof(float) * (size_t)ffmax);
+    d->scores = malloc(sizeof(float) * (size_t)(n_ctx > 0 ? n_ctx : 1));
+    d->tmp = malloc(sizeof(float) * 2 * (size_t)dmax);
+    if (!d->xh || !d->c || !d->cn || !d->o || !d->y || !d->q || !d->att || !d->gate || !d->up || !d->scores || !d->tmp) {
+        eli_drafter_free(d);
+        eli_fail(err, ELI_ERR_OOM, "out of memory for the drafter");
+        return NULL;
+    }
+    return d;
+}
+
+/* c += RMSw(o, w) */
+static void add_normed(float *c, float *o, const float *w, int64_t n, float eps) {
+    eli_rms_norm(o, o, w, n, eps);
+    for (int64_t i = 0; i < n; i++) c[i] += o[i];
+}
+
+int eli_drafter_step(eli_drafter *d, eli_context *target, int32_t t, int32_t pos, const float *h_in, float *logits,
+                     float *h_out, eli_error *err) {
+    const eli_model *dm = d->dm, *tm = d->tm;
+    const eli_hparams *hp = &dm->hp;
+    const int64_t E = hp->n_embd, B = hp->n_embd_out;
+    if (t < 0 || t >= tm->hp.n_vocab) return eli_fail(err, ELI_ERR_INVALID_ARG, "draft token %d out of range", t);
+    if (pos < 1 || pos > d->n_ctx || pos > eli_context_n_past(target))
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "draft position %d: the target cache holds %lld positions", pos,
+                        (long long)eli_context_n_past(target));
+    eli_pool *pool = eli_context_pool(target);
+    const eli_kernels *k = eli_context_kernels(target);
+    const eli_kv_cache *kv = eli_context_kv(target);
+    int rc;
+
+    /* 1-2: c = pre_projection · [target embedding(t) · √backbone ; h_in] */
+    eli_weight_row(&tm->token_embd, 0, t, d->xh);
+    const float scale = sqrtf((float)B);
+    for (int64_t i = 0; i < B; i++) d->xh[i] *= scale;
+    memcpy(d->xh + B, h_in, (size_t)B * sizeof(float));
+    if ((rc = eli_matmul_k(pool, k, &dm->nextn_pre_proj, 0, d->xh, 1, d->c, &d->qbuf))) goto oom;
+
+    /* 3: Q-only layers over the target's donor caches, at the constant position pos */
+    for (int il = 0; il < hp->n_layer; il++) {
+        const eli_layer *l = &dm->layers[il];
+        const int dd = l->head_dim, H = l->n_head, group = l->n_head / l->n_head_kv;
+        eli_rms_norm(d->cn, d->c, l->attn_norm, E, hp->rms_eps);
+        if ((rc = eli_matmul_k(pool, k, &l->wq, 0, d->cn, 1, d->q, &d->qbuf))) goto oom;
+        for (int h = 0; h < H; h++) eli_rms_norm(d->q + h * dd, d->q + h * dd, l->q_norm, dd, hp->rms_eps);
+        eli_rope_neox(d->q, H, dd, l->n_rot, pos, l->rope_base, l->is_swa ? NULL : dm->rope_freqs);
+        const eli_kv_layer *cache = &kv->layers[l->kv_source];
+        int32_t p_lo = 0, p_hi = pos - 1; /* the target holds 0 .. pos-1; the query sits at pos */
+        if (l->is_swa && pos - hp->n_swa + 1 > 0) p_lo = pos - hp->n_swa + 1;
+        for (int h = 0; h < H; h++) {
+            const size_t off = eli_row_size(kv->type, (int64_t)(h / group) * dd);
+            if (p_hi < p_lo) {
+                memset(d->att + h * dd, 0, (size_t)dd * sizeof(float));
+                continue;
+            }
+            eli_attend(d->q + h * dd, dd, cache->k + off, cache->v + off, kv->type, cache->row_bytes, cache->n_cells, p_lo,
+                       p_hi, d->scores, d->tmp, d->att + h * dd);
+        }
+        if ((rc = eli_matmul_k(pool, k, &l->wo, 0, d->att, 1, d->o, &d->qbuf))) goto oom;
+        add_normed(d->c, d->o, l->post_attn_norm, E, hp->rms_eps);
+        eli_rms_norm(d->cn, d->c, l->ffn_norm, E, hp->rms_eps);
+        if ((rc = eli_matmul_k(pool, k, &l->ffn_gate, 0, d->cn, 1, d->gate, &d->qbuf))) goto oom;
+        if ((rc = eli_matmul_k(pool, k, &l->ffn_up, 0, d->cn, 1, d->up, &d->qbuf))) goto oom;
+        for (int i = 0; i < l->n_ff; i++) d->gate[i] = eli_gelu(d->gate[i]) * d->up[i];
+        if ((rc = eli_matmul_k(pool, k, &l->ffn_down, 0, d->gate, 1, d->o, &d->qbuf))) goto oom;
+        add_normed(d->c, d->o, l->post_ffw_norm, E, hp->rms_eps);
+        for (int64_t i = 0; i < E; i++) d->c[i] *= l->out_scale;
+    }
+
+    /* 4-5: logits from the drafter's own tied head (no softcap), h_out = post_projection · y */
+    eli_rms_norm(d->y, d->c, dm->output_norm, E, hp->rms_eps);
+    if ((rc = eli_matmul_k(pool, k, &dm->output, 0, d->y, 1, logits, &d->qbuf))) goto oom;
+    if ((rc = eli_matmul_k(pool, k, &dm->nextn_post_proj, 0, d->y, 1, h_out, &d->qbuf))) goto oom;
+    return ELI_OK;
+oom:
+    return eli_fail(err, rc, "out of memory in a draft step");
+}

@@ -1,0 +1,438 @@
+/* Slot files and window checkpoints (slot.h). */
+#include "slot.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fileio.h"
+#include "kv_cache.h"
+#include "quants.h"
+
+/* ---- hash ---- */
+
+#define P1 0x9E3779B185EBCA87ull
+#define P2 0xC2B2AE3D27D4EB4Full
+#define P3 0x165667B19E3779F9ull
+#define P4 0x85EBCA77C2B2AE63ull
+#define P5 0x27D4EB2F165667C5ull
+
+static uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+static uint64_t rd64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+static uint32_t rd32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static uint64_t xround(uint64_t acc, uint64_t in) { return rotl64(acc + in * P2, 31) * P1; }
+static uint64_t xmerge(uint64_t acc, uint64_t v) { return (acc ^ xround(0, v)) * P1 + P4; }
+
+void eli_hash64_init(eli_hash64 *h) {
+    memset(h, 0, sizeof *h);
+    h->v[0] = P1 + P2;
+    h->v[1] = P2;
+    h->v[2] = 0;
+    h->v[3] = (uint64_t)0 - P1;
+}
+
+static void stripe(eli_hash64 *h, const uint8_t *p) {
+    for (int i = 0; i < 4; i++) h->v[i] = xround(h->v[i], rd64(p + 8 * i));
+}
+
+void eli_hash64_update(eli_hash64 *h, const void *data, size_t len) {
+    const uint8_t *p = data;
+    h->total += len;
+    if (h->n_buf) {
+        size_t take = 32 - h->n_buf < len ? 32 - h->n_buf : len;
+        memcpy(h->buf + h->n_buf, p, take);
+        h->n_buf += take, p += take, len -= take;
+        if (h->n_buf < 32) return;
+        stripe(h, h->buf);
+        h->n_buf = 0;
+    }
+    for (; len >= 32; p += 32, len -= 32) stripe(h, p);
+    memcpy(h->buf, p, len);
+    h->n_buf = len;
+}
+
+uint64_t eli_hash64_final(const eli_hash64 *h) {
+    uint64_t r;
+    if (h->total >= 32) {
+        r = rotl64(h->v[0], 1) + rotl64(h->v[1], 7) + rotl64(h->v[2], 12) + rotl64(h->v[3], 18);
+        for (int i = 0; i < 4; i++) r = xmerge(r, h->v[i]);
+    } else {
+        r = P5;
+    }
+    r += h->total;
+    const uint8_t *p = h->buf;
+    size_t n = h->n_buf;
+    for (; n >= 8; p += 8, n -= 8) r = rotl64(r ^ xround(0, rd64(p)), 27) * P1 + P4;
+    if (n >= 4) r = rotl64(r ^ ((uint64_t)rd32(p) * P1), 23) * P2 + P3, p += 4, n -= 4;
+    for (; n; p++, n--) r = rotl64(r ^ (*p * P5), 11) * P1;
+    r ^= r >> 33, r *= P2, r ^= r >> 29, r *= P3, r ^= r >> 32;
+    return r;
+}
+
+uint64_t eli_hash64_bytes(const void *data, size_t len) {
+    eli_hash64 h;
+    eli_hash64_init(&h);
+    eli_hash64_update(&h, data, len);
+    return eli_hash64_final(&h);
+}
+
+uint64_t eli_model_identity(const eli_model *m) {
+    const uint8_t *base = gguf_mapping(m->file);
+    const uint64_t head = gguf_data_offset(m->file), size = gguf_file_size(m->file);
+    uint64_t n = head + (size - head < 4096 ? size - head : 4096);
+    return eli_hash64_bytes(base, (size_t)n);
+}
+
+/* ---- file layout ---- */
+
+static const char MAGIC[8] = {'E', 'L', 'I', 'S', 'L', 'O', 'T', 0};
+#define ENDIAN_MARK 0x01020304u
+#define F_PENDING 1u
+#define F_LOGITS 2u
+#define F_DONE 4u
+
+typedef struct {
+    char magic[8];
+    uint32_t version, endian;
+    uint64_t model_hash;
+    uint32_t n_layer, n_embd, n_vocab, n_swa;
+    int64_t n_ctx, n_ubatch;
+    uint32_t kv_type, flags;
+    int64_t n_tokens, n_past, n_generated;
+} slot_header;
+
+typedef struct {
+    uint32_t index, has;
+    int64_t n_cells;
+    uint64_t row_bytes;
+    int64_t n_used;
+} slot_layer;
+
+static int64_t resolve_ubatch(int64_t n_ubatch, int64_t n_ctx) {
+    if (n_ubatch <= 0) n_ubatch = 512;
+    return n_ubatch > n_ctx ? n_ctx : n_ubatch;
+}
+
+/* buffered, hashing writer over an atomic file */
+typedef struct {
+    eli_atomic_file *f;
+    eli_hash64 h;
+    uint8_t buf[1 << 16];
+    size_t n;
+    int rc;
+    eli_error *err;
+} writer;
+
+static void w_flush(writer *w) {
+    if (w->n && !w->rc) w->rc = eli_atomic_write(w->f, w->buf, w->n, w->err);
+    w->n = 0;
+}
+static void w_put(writer *w, const void *data, size_t len) {
+    if (w->rc) return;
+    eli_hash64_update(&w->h, data, len);
+    if (len > sizeof w->buf / 2) {
+        w_flush(w);
+        if (!w->rc) w->rc = eli_atomic_write(w->f, data, len, w->err);
+        return;
+    }
+    if (w->n + len > sizeof w->buf) w_flush(w);
+    memcpy(w->buf + w->n, data, len);
+    w->n += len;
+}
+
+/* writes the rows of the occupied cells of one array (K or V), coalescing runs of adjacent cells */
+static void w_rows(writer *w, const eli_kv_layer *c, const uint8_t *rows) {
+    for (int64_t i = 0; i < c->n_cells;) {
+        if (c->cell_pos[i] < 0) {
+            i++;
+            continue;
+        }
+        int64_t j = i;
+        while (j < c->n_cells && c->cell_pos[j] >= 0) j++;
+        w_put(w, rows + (size_t)i * c->row_bytes, (size_t)(j - i) * c->row_bytes);
+        i = j;
+    }
+}
+
+int eli_slot_save(const char *path, const eli_model *m, eli_context *ctx, int64_t n_ubatch, const eli_slot_state *st,
+                  const float *logits, eli_error *err) {
+    if (!path || !*path) return eli_fail(err, ELI_ERR_INVALID_ARG, "save_slot: empty path");
+    const eli_kv_cache *kv = eli_context_kv_mut(ctx);
+    const int64_t n_past = eli_context_n_past(ctx);
+    slot_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, MAGIC, 8);
+    h.version = ELI_SLOT_VERSION;
+    h.endian = ENDIAN_MARK;
+    h.model_hash = eli_model_identity(m);
+    h.n_layer = (uint32_t)m->hp.n_layer;
+    h.n_embd = (uint32_t)m->hp.n_embd;
+    h.n_vocab = (uint32_t)m->hp.n_vocab;
+    h.n_swa = (uint32_t)m->hp.n_swa;
+    h.n_ctx = kv->n_ctx;
+    h.n_ubatch = resolve_ubatch(n_ubatch, kv->n_ctx);
+    h.kv_type = kv->type;
+    h.flags = (st->pending ? F_PENDING : 0) | (st->logits_valid && logits ? F_LOGITS : 0) | (st->done ? F_DONE : 0);
+    h.n_tokens = st->n_tokens;
+    h.n_past = n_past;
+    h.n_generated = st->n_generated;
+
+    writer *w = malloc(sizeof *w);
+    if (!w) return eli_fail(err, ELI_ERR_OOM, "save_slot: out of memory");
+    w->n = 0, w->rc = 0, w->err = err;
+    eli_hash64_init(&w->h);
+    if (!(w->f = eli_atomic_open(path, err))) {
+        free(w);
+        return err ? err->code : ELI_ERR_INVALID_ARG;
+    }
+    w_put(w, &h, sizeof h);
+    w_put(w, st->tokens, (size_t)st->n_tokens * sizeof *st->tokens);
+    if (h.flags & F_LOGITS) w_put(w, logits, (size_t)m->hp.n_vocab * sizeof *logits);
+    for (int il = 0; il < kv->n_layer; il++) {
+        const eli_kv_layer *c = &kv->layers[il];
+        slot_layer sl = {(uint32_t)il, c->cell_pos != NULL, c->n_cells, c->row_bytes, 0};
+        if (!sl.has) {
+            sl.n_cells = 0, sl.row_bytes = 0;
+            w_put(w, &sl, sizeof sl);
+            continue;
+        }
+        for (int64_t i = 0; i < c->n_cells; i++) sl.n_used += c->cell_pos[i] >= 0;
+        w_put(w, &sl, sizeof sl);
+        for (int64_t i = 0; i < c->n_cells; i++)
+            if (c->cell_pos[i] >= 0) w_put(w, &c->cell_pos[i], sizeof c->cell_pos[i]);
+        w_rows(w, c, c->k);
+        w_rows(w, c, c->v);
+    }
+    w_flush(w);
+    uint64_t sum = eli_hash64_final(&w->h);
+    if (!w->rc) w->rc = eli_atomic_write(w->f, &sum, sizeof sum, err);
+    int rc = w->rc;
+    if (rc) eli_atomic_abort(w->f);
+    else rc = eli_atomic_commit(w->f, err);
+    free(w);
+    if (rc) eli_error_prefix(err, "save_slot '%s'", path);
+    return rc;
+}
+
+/* ---- restore ---- */
+
+typedef struct {
+    const uint8_t *p;
+    size_t left;
+} cursor;
+
+static const void *take(cursor *c, size_t n) {
+    if (n > c->left) return NULL;
+    const void *r = c->p;
+    c->p += n, c->left -= n;
+    return r;
+}
+
+static const char *type_name(uint32_t t) {
+    const char *n = eli_type_name(t);
+    return n ? n : "?";
+}
+
+/* Checks one layer record against the live cache; fills pos_tmp (n_cells) with the file's cell map. */
+static int check_layer(cursor *cur, const eli_kv_cache *kv, int il, int n_swa, int64_t n_past, int32_t *pos_tmp,
+                       const slot_layer **out_sl, const uint8_t **out_pos, eli_error *err) {
+    const slot_layer *sl = take(cur, sizeof *sl);
+    if (!sl) return eli_fail(err, ELI_ERR_INVALID_ARG, "layer %d: record truncated", il);
+    slot_layer l;
+    memcpy(&l, sl, sizeof l);
+    const eli_kv_layer *c = &kv->layers[il];
+    if (l.index != (uint32_t)il) return eli_fail(err, ELI_ERR_INVALID_ARG, "layer record %u where %d was expected", l.index, il);
+    if ((l.has != 0) != (c->cell_pos != NULL) || l.has > 1)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "layer %d: K/V storage flag %u does not match this model", il, l.has);
+    *out_sl = sl;
+    *out_pos = NULL;
+    if (!l.has) return ELI_OK;
+    if (l.n_cells != c->n_cells || l.row_bytes != c->row_bytes)
+        return eli_fail(err, ELI_ERR_INVALID_ARG,
+                        "layer %d: the file has %lld cells of %llu bytes, this stream %lld cells of %zu bytes", il,
+                        (long long)l.n_cells, (unsigned long long)l.row_bytes, (long long)c->n_cells, c->row_bytes);
+    if (l.n_used < 0 || l.n_used > c->n_cells)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "layer %d: %lld used cells out of %lld", il, (long long)l.n_used,
+                        (long long)c->n_cells);
+    const uint8_t *pos = take(cur, (size_t)l.n_used * sizeof(int32_t));
+    const size_t rows = (size_t)l.n_used * c->row_bytes;
+    if (!pos || !take(cur, rows) || !take(cur, rows))
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "layer %d: cells truncated", il);
+    for (int64_t i = 0; i < c->n_cells; i++) pos_tmp[i] = -1;
+    int64_t last_cell = -1;
+    for (int64_t i = 0; i < l.n_used; i++) {
+        int32_t p;
+        memcpy(&p, pos + 4 * i, sizeof p);
+        if (p < 0 || p >= n_past)
+            return eli_fail(err, ELI_ERR_INVALID_ARG, "layer %d: cell position %d outside [0, %lld)", il, p, (long long)n_past);
+        const int64_t cell = p % c->n_cells;
+        if (cell <= last_cell)
+            return eli_fail(err, ELI_ERR_INVALID_ARG, "layer %d: cells out of order or duplicated at position %d", il, p);
+        last_cell = cell;
+        pos_tmp[cell] = p;
+    }
+    const int full = c->n_cells >= kv->n_ctx;
+    if (!eli_kv_window_ok(pos_tmp, c->n_cells, full, (int32_t)n_past, n_swa))
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "layer %d: the cells do not hold what position %lld needs", il,
+                        (long long)n_past);
+    *out_pos = pos;
+    return ELI_OK;
+}
+
+static int restore_mapped(const uint8_t *base, size_t size, const eli_model *m, eli_context *ctx, int64_t n_ubatch,
+                          eli_slot_state *st, float *logits, eli_error *err) {
+    eli_kv_cache *kv = eli_context_kv_mut(ctx);
+    if (size < sizeof(slot_header) + 8 || memcmp(base, MAGIC, 8))
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "not a slot file (%zu bytes, bad magic or too short)", size);
+    slot_header h;
+    memcpy(&h, base, sizeof h);
+    if (h.version != ELI_SLOT_VERSION)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file version %u is not supported (this build reads version %d)",
+                        h.version, ELI_SLOT_VERSION);
+    if (h.endian != ENDIAN_MARK)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file was written on a machine of another byte order");
+    uint64_t sum;
+    memcpy(&sum, base + size - 8, 8);
+    if (eli_hash64_bytes(base, size - 8) != sum)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file is corrupted or truncated (checksum mismatch, %zu bytes)", size);
+    const uint64_t id = eli_model_identity(m);
+    if (h.model_hash != id)
+        return eli_fail(err, ELI_ERR_INVALID_ARG,
+                        "slot file was saved from another model (identity %016llx, %u layers, n_embd %u, n_vocab %u); "
+                        "this stream's model is %016llx (%d layers, n_embd %d, n_vocab %d)",
+                        (unsigned long long)h.model_hash, h.n_layer, h.n_embd, h.n_vocab, (unsigned long long)id,
+                        m->hp.n_layer, m->hp.n_embd, m->hp.n_vocab);
+    if (h.n_layer != (uint32_t)m->hp.n_layer || h.n_vocab != (uint32_t)m->hp.n_vocab || h.n_swa != (uint32_t)m->hp.n_swa ||
+        h.n_embd != (uint32_t)m->hp.n_embd)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file geometry does not match the model");
+    const int64_t ub = resolve_ubatch(n_ubatch, kv->n_ctx);
+    if (h.n_ctx != kv->n_ctx || h.n_ubatch != ub || h.kv_type != kv->type)
+        return eli_fail(err, ELI_ERR_INVALID_ARG,
+                        "slot file was saved with another stream configuration: n_ctx %lld, n_ubatch %lld, KV %s; this "
+                        "stream has n_ctx %lld, n_ubatch %lld, KV %s",
+                        (long long)h.n_ctx, (long long)h.n_ubatch, type_name(h.kv_type), (long long)kv->n_ctx,
+                        (long long)ub, type_name(kv->type));
+    if (h.flags & ~(F_PENDING | F_LOGITS | F_DONE)) return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file has unknown flags");
+    const int pending = (h.flags & F_PENDING) != 0;
+    if (h.n_past < 0 || h.n_past > kv->n_ctx || h.n_tokens != h.n_past + pending || h.n_generated < 0 ||
+        h.n_generated > h.n_tokens)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file counts are inconsistent (n_tokens %lld, n_past %lld, pending %d)",
+                        (long long)h.n_tokens, (long long)h.n_past, pending);
+    if (h.n_tokens > kv->n_ctx)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file has %lld tokens, more than n_ctx", (long long)h.n_tokens);
+
+    cursor cur = {base + sizeof h, size - 8 - sizeof h};
+    const uint8_t *toks = take(&cur, (size_t)h.n_tokens * sizeof(int32_t));
+    if (!toks) return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file tokens truncated");
+    for (int64_t i = 0; i < h.n_tokens; i++) {
+        int32_t t;
+        memcpy(&t, toks + 4 * i, sizeof t);
+        if (t < 0 || t >= m->hp.n_vocab)
+            return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file token %d at %lld is outside the vocabulary", t, (long long)i);
+    }
+    const uint8_t *lg = NULL;
+    if ((h.flags & F_LOGITS) && !(lg = take(&cur, (size_t)m->hp.n_vocab * sizeof(float))))
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file logits truncated");
+
+    /* validate every layer before touching the cache */
+    int64_t max_cells = 1;
+    for (int il = 0; il < kv->n_layer; il++)
+        if (kv->layers[il].n_cells > max_cells) max_cells = kv->layers[il].n_cells;
+    int32_t *pos_tmp = malloc((size_t)max_cells * sizeof *pos_tmp);
+    const slot_layer **sls = calloc((size_t)kv->n_layer, sizeof *sls);
+    const uint8_t **poss = calloc((size_t)kv->n_layer, sizeof *poss);
+    const int64_t cap = h.n_tokens > 256 ? h.n_tokens : 256;
+    int32_t *tokens = malloc((size_t)cap * sizeof *tokens);
+    int rc = ELI_OK;
+    if (!pos_tmp || !sls || !poss || !tokens) rc = eli_fail(err, ELI_ERR_OOM, "restore_slot: out of memory");
+    for (int il = 0; !rc && il < kv->n_layer; il++)
+        rc = check_layer(&cur, kv, il, m->hp.n_swa, h.n_past, pos_tmp, &sls[il], &poss[il], err);
+    if (!rc && cur.left) rc = eli_fail(err, ELI_ERR_INVALID_ARG, "slot file has %zu unexpected trailing bytes", cur.left);
+    if (rc) {
+        free(pos_tmp), free(sls), free(poss), free(tokens);
+        return rc;
+    }
+
+    /* apply */
+    eli_kv_clear(kv);
+    for (int il = 0; il < kv->n_layer; il++) {
+        eli_kv_layer *c = &kv->layers[il];
+        if (!poss[il]) continue;
+        slot_layer l;
+        memcpy(&l, sls[il], sizeof l);
+        const uint8_t *krows = poss[il] + 4 * (size_t)l.n_used, *vrows = krows + (size_t)l.n_used * c->row_bytes;
+        for (int64_t i = 0; i < l.n_used; i++) {
+            int32_t p;
+            memcpy(&p, poss[il] + 4 * i, sizeof p);
+            const int64_t cell = p % c->n_cells;
+            c->cell_pos[cell] = p;
+            memcpy(c->k + (size_t)cell * c->row_bytes, krows + (size_t)i * c->row_bytes, c->row_bytes);
+            memcpy(c->v + (size_t)cell * c->row_bytes, vrows + (size_t)i * c->row_bytes, c->row_bytes);
+        }
+    }
+    eli_context_set_n_past(ctx, h.n_past);
+    memcpy(tokens, toks, (size_t)h.n_tokens * sizeof *tokens);
+    if (lg && logits) memcpy(logits, lg, (size_t)m->hp.n_vocab * sizeof *logits);
+    st->tokens = tokens;
+    st->n_tokens = h.n_tokens;
+    st->cap_tokens = cap;
+    st->pending = pending;
+    st->logits_valid = lg != NULL;
+    st->done = (h.flags & F_DONE) != 0;
+    st->n_generated = h.n_generated;
+    free(pos_tmp), free(sls), free(poss);
+    return ELI_OK;
+}
+
+int eli_slot_restore(const char *path, const eli_model *m, eli_context *ctx, int64_t n_ubatch, eli_slot_state *st,
+                     float *logits, eli_error *err) {
+    if (!path || !*path) return eli_fail(err, ELI_ERR_INVALID_ARG, "restore_slot: empty path");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return eli_fail(err, ELI_ERR_INVALID_ARG, "restore_slot: cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "restore_slot: '%s' is not a regular file", path);
+    }
+    const size_t size = (size_t)sb.st_size;
+    if (size < sizeof(slot_header) + 8) {
+        close(fd);
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "restore_slot '%s': not a slot file (%zu bytes, too short)", path, size);
+    }
+    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) return eli_fail(err, ELI_ERR_INVALID_ARG, "restore_slot: cannot map '%s': %s", path, strerror(errno));
+    madvise(map, size, MADV_SEQUENTIAL);
+    int rc = restore_mapped(map, size, m, ctx, n_ubatch, st, logits, err);
+    munmap(map, size);
+    if (rc) eli_error_prefix(err, "restore_slot '%s'", path);
+    return rc;
+}
+
+/* ---- window checkpoints ---- */
+
+void eli_slot_checkpoint(eli_context *ctx) {
+    eli_kv_checkpoint_take(eli_context_kv_mut(ctx), (int32_t)eli_context_n_past(ctx));
+}
+
+int64_t eli_slot_resume(eli_context *ctx, int64_t n_keep) {
+    if (eli_context_truncate(ctx, n_keep)) return n_keep;
+    if (n_keep < 0 || n_keep > eli_context_n_past(ctx)) return -1;
+    const int32_t r = eli_kv_checkpoint_restore(eli_context_kv_mut(ctx), (int32_t)n_keep, eli_context_model(ctx)->hp.n_swa);
+    if (r < 0) return -1;
+    eli_context_set_n_past(ctx, r);
+    return r;
+}

@@ -1,0 +1,229 @@
+/* MTP speculative decoding: draft, verify in one batch, accept, roll back; see speculative.h. */
+#include "speculative.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PAUSE_AFTER 4   /* rounds with nothing accepted at the smallest window before pausing */
+#define PAUSE_MAX 256   /* longest pause, in tokens */
+
+struct eli_spec {
+    const eli_model *dm, *tm;
+    eli_drafter *drafter;
+    int draft_min, draft_max, window;
+    float temperature;
+    uint64_t seed, rng;
+    int misses, pause, pause_len; /* consecutive empty rounds; tokens left in the pause; next pause */
+    eli_spec_stats stats;
+    /* scratch */
+    int32_t *batch;          /* [draft_max + 1] */
+    float *q;                /* drafter distributions [draft_max][V] (sampling only) */
+    float *dlogits, *h, *h2; /* [V], [E_target] x2 */
+    float *logits, *hidden;  /* verify outputs [draft_max + 1][V], [draft_max + 1][E_target] */
+    float *p;                /* [V] */
+};
+
+/* splitmix64: a small, well-mixed generator for the acceptance draws */
+static double uniform01(eli_spec *s) {
+    uint64_t z = (s->rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* Index drawn from weights w[n] (not necessarily normalized; all >= 0, sum > 0). */
+static int32_t draw(eli_spec *s, const float *w, int32_t n) {
+    double total = 0;
+    for (int32_t i = 0; i < n; i++) total += w[i];
+    double u = uniform01(s) * total, acc = 0;
+    int32_t last = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (w[i] <= 0) continue;
+        acc += w[i];
+        last = i;
+        if (u < acc) return i;
+    }
+    return last;
+}
+
+static int32_t argmax(const float *x, int32_t n) {
+    int32_t b = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+void eli_spec_free(eli_spec *s) {
+    if (!s) return;
+    eli_drafter_free(s->drafter);
+    free(s->batch), free(s->q), free(s->dlogits), free(s->h), free(s->h2), free(s->logits), free(s->hidden), free(s->p);
+    free(s);
+}
+
+eli_spec *eli_spec_create(const eli_model *draft, const eli_model *target, int64_t n_ctx, int draft_min, int draft_max,
+                          float temperature, uint64_t seed, eli_error *err) {
+    if (draft_min < 1 || draft_max < draft_min || draft_max > 64) {
+        eli_fail(err, ELI_ERR_INVALID_ARG, "draft window [%d, %d] must satisfy 1 <= draft_min <= draft_max <= 64", draft_min,
+                 draft_max);
+        return NULL;
+    }
+    eli_spec *s = calloc(1, sizeof *s);
+    if (!s) {
+        eli_fail(err, ELI_ERR_OOM, "out of memory");
+        return NULL;
+    }
+    s->dm = draft;
+    s->tm = target;
+    s->draft_min = draft_min;
+    s->draft_max = draft_max;
+    s->temperature = temperature;
+    s->seed = seed;
+    const size_t V = (size_t)target->hp.n_vocab, E = (size_t)target->hp.n_embd, W = (size_t)draft_max;
+    if (!(s->drafter = eli_drafter_create(draft, target, n_ctx, err))) goto fail;
+    s->batch = malloc((W + 1) * sizeof *s->batch);
+    s->q = temperature > 0 ? malloc(W * V * sizeof *s->q) : NULL;
+    s->dlogits = malloc(V * sizeof(float));
+    s->h = malloc(E * sizeof(float));
+    s->h2 = malloc(E * sizeof(float));
+    s->logits = malloc((W + 1) * V * sizeof(float));
+    s->hidden = malloc((W + 1) * E * sizeof(float));
+    s->p = malloc(V * sizeof(float));
+    if (!s->batch || (temperature > 0 && !s->q) || !s->dlogits || !s->h || !s->h2 || !s->logits || !s->hidden || !s->p) {
+        eli_fail(err, ELI_ERR_OOM, "out of memory for speculative decoding");
+        goto fail;
+    }
+    eli_spec_reset(s);
+    return s;
+fail:
+    eli_spec_free(s);
+    return NULL;
+}
+
+void eli_spec_reset(eli_spec *s) {
+    s->window = s->draft_min;
+    s->misses = 0;
+    s->pause = 0;
+    s->pause_len = 8;
+    s->rng = s->seed ^ 0x6D7470ull; /* "mtp" */
+    s->stats.window = s->window;
+}
+
+eli_spec_stats eli_spec_get_stats(const eli_spec *s) { return s->stats; }
+
+int eli_spec_window(eli_spec *s, int64_t max_tokens) {
+    if (s->pause > 0) {
+        s->pause--;
+        return 0;
+    }
+    int64_t w = s->window;
+    if (w > max_tokens - 1) w = max_tokens - 1; /* a round returns up to w + 1 tokens */
+    return w > 0 ? (int)w : 0;
+}
+
+/* Adapts the window to this round's result. */
+static void adapt(eli_spec *s, int w, int a) {
+    if (a == w) {
+        if (s->window < s->draft_max) s->window++;
+    } else if (a == 0) {
+        s->window = s->window / 2 > s->draft_min ? s->window / 2 : s->draft_min;
+    } else {
+        s->window = a + 1 > s->draft_min ? a + 1 : s->draft_min;
+    }
+    if (a == 0 && s->window == s->draft_min) {
+        if (++s->misses >= PAUSE_AFTER) {
+            s->pause = s->pause_len;
+            s->pause_len = s->pause_len * 2 < PAUSE_MAX ? s->pause_len * 2 : PAUSE_MAX;
+            s->misses = 0;
+        }
+    } else if (a > 0) {
+        s->misses = 0;
+        s->pause_len = 8;
+    }
+    s->stats.window = s->window;
+}
+
+int eli_spec_round(eli_spec *s, eli_context *target, eli_sampler *smp, int32_t id_last, float *h_last, int w,
+                   int32_t *out, int *n_out, int *drafted, int *accepted, eli_error *err) {
+    const int32_t V = s->tm->hp.n_vocab;
+    const size_t E = (size_t)s->tm->hp.n_embd;
+    const int32_t P = (int32_t)eli_context_n_past(target);
+    const int greedy = !(s->temperature > 0);
+    int rc;
+    *n_out = 0;
+    *drafted = *accepted = 0;
+    if (w < 1 || w > s->draft_max) return eli_fail(err, ELI_ERR_INVALID_ARG, "draft window %d out of range", w);
+
+    /* draft: every step at position P, fed with the previous step's hidden state */
+    s->batch[0] = id_last;
+    memcpy(s->h, h_last, E * sizeof(float));
+    for (int i = 0; i < w; i++) {
+        if ((rc = eli_drafter_step(s->drafter, target, s->batch[i], P, s->h, s->dlogits, s->h2, err))) return rc;
+        if (greedy) {
+            s->batch[i + 1] = argmax(s->dlogits, V);
+        } else {
+            float *q = s->q + (size_t)i * V;
+            for (int32_t j = 0; j < V; j++) s->dlogits[j] /= s->temperature;
+            eli_softmax(s->dlogits, (size_t)V, q);
+            s->batch[i + 1] = draw(s, q, V);
+        }
+        float *t = s->h;
+        s->h = s->h2;
+        s->h2 = t;
+    }
+
+    /* verify [id_last, d_1 .. d_w] in one target pass */
+    const eli_outputs o = {s->logits, s->hidden, 1};
+    if ((rc = eli_decode_ex(target, s->batch, w + 1, &o, err))) return rc;
+
+    /* accept drafts while the target agrees; then one token from the target */
+    int a = 0;
+    for (; a <= w; a++) {
+        eli_sampler_probs(smp, s->logits + (size_t)a * V, s->p);
+        if (a == w) { /* every draft accepted: the bonus token */
+            out[(*n_out)++] = greedy ? argmax(s->p, V) : draw(s, s->p, V);
+            break;
+        }
+        const int32_t d = s->batch[a + 1];
+        int ok;
+        if (greedy) {
+            ok = s->p[d] >= 1.0f;
+        } else {
+            const float *q = s->q + (size_t)a * V;
+            ok = q[d] > 0 && uniform01(s) < (double)s->p[d] / q[d];
+        }
+        if (ok) {
+            out[(*n_out)++] = d;
+            eli_sampler_accept(smp, d);
+            continue;
+        }
+        /* rejected: the target's token, from the residual distribution max(0, p - q) when sampling */
+        if (greedy) {
+            out[(*n_out)++] = argmax(s->p, V);
+        } else {
+            const float *q = s->q + (size_t)a * V;
+            double mass = 0;
+            for (int32_t j = 0; j < V; j++) {
+                s->p[j] = s->p[j] > q[j] ? s->p[j] - q[j] : 0.0f;
+                mass += s->p[j];
+            }
+            if (!(mass > 0)) eli_sampler_probs(smp, s->logits + (size_t)a * V, s->p);
+            out[(*n_out)++] = draw(s, s->p, V);
+        }
+        break;
+    }
+    eli_sampler_accept(smp, out[*n_out - 1]);
+
+    /* keep id_last and the accepted drafts; drop the rejected positions everywhere */
+    if (!eli_context_truncate(target, P + a + 1))
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "cannot roll back the cache to %d positions", P + a + 1);
+    memcpy(h_last, s->hidden + (size_t)a * E, E * sizeof(float));
+    *drafted = w;
+    *accepted = a;
+    s->stats.rounds++;
+    s->stats.drafted += w;
+    s->stats.accepted += a;
+    adapt(s, w, a);
+    return ELI_OK;
+}

@@ -1,0 +1,50 @@
+/* MTP speculative decoding with a Gemma 4 assistant drafter (spec section 6.5).
+ *
+ * A round starts with the target cache holding P positions, the last sampled token id_last (not yet in
+ * the cache) and the target's final hidden state at position P-1 (the row whose logits produced
+ * id_last). The drafter proposes up to w tokens at the constant position P; the target checks
+ * [id_last, d_1 .. d_w] in one batched pass; drafts are accepted while they agree with the target
+ * (greedy: equal to the target's choice; sampling: speculative rejection sampling with the drafter's
+ * probabilities, so the output distribution is the target's); one more token comes from the target
+ * (the correction or the bonus). Rejected positions are removed from the cache, sliding rings included.
+ *
+ * The draft window adapts: it grows while whole drafts are accepted and shrinks when they are not,
+ * within [draft_min, draft_max]; after repeated rounds with nothing accepted at the smallest window,
+ * drafting pauses for a growing number of tokens, so a poor drafter costs little. */
+#ifndef ELI_SPECULATIVE_H
+#define ELI_SPECULATIVE_H
+
+#include <stdint.h>
+
+#include "drafter.h"
+#include "error.h"
+#include "forward.h"
+#include "sampler.h"
+
+typedef struct eli_spec eli_spec;
+
+typedef struct eli_spec_stats {
+    int64_t rounds, drafted, accepted; /* totals since creation */
+    int window;                        /* current draft window */
+} eli_spec_stats;
+
+eli_spec *eli_spec_create(const eli_model *draft, const eli_model *target, int64_t n_ctx, int draft_min, int draft_max,
+                          float temperature, uint64_t seed, eli_error *err);
+void eli_spec_free(eli_spec *s);
+
+/* The window the next round would use given room for at most max_tokens more tokens, 0 = do a plain
+ * step instead (paused, or no room). Advances the pause counter when it returns 0 because of a pause. */
+int eli_spec_window(eli_spec *s, int64_t max_tokens);
+
+/* One round with window w >= 1 (see above). The sampler's history is updated with every token returned.
+ * out receives the new committed tokens (accepted drafts, then the target's token), *n_out >= 1 of them;
+ * the last one is the new id_last (not in the cache); h_last is overwritten with the hidden state of the
+ * position before it. *drafted / *accepted: this round's counts. */
+int eli_spec_round(eli_spec *s, eli_context *target, eli_sampler *smp, int32_t id_last, float *h_last, int w,
+                   int32_t *out, int *n_out, int *drafted, int *accepted, eli_error *err);
+
+/* Restarts the window, the pause and the random stream (a stream reset). */
+void eli_spec_reset(eli_spec *s);
+eli_spec_stats eli_spec_get_stats(const eli_spec *s);
+
+#endif

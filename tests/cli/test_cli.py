@@ -1,0 +1,444 @@
+#!/usr/bin/python3
+"""End-to-end tests of the eliza-infer command line, used the way a person uses it.
+
+    test_cli.py [ELIZA_INFER [SHARED_DIR]]
+
+`chat` runs on a real pseudo-terminal: the test waits for the "> " prompt, types lines, reads the streamed
+answer up to the next prompt and presses Ctrl-C by writing ^C (0x03) to the pty master, so the terminal
+driver delivers SIGINT exactly as it does for a person. `run` and `tokenize` run through pipes.
+
+The model is the golden random-weight model (SHARED_DIR/golden/models/e2b-mini-f32.gguf, 1024-token
+vocab): its text is garbage, but it exercises tokenizer, template, prefill, KV reuse, sampling and
+streaming. Every wait has a deadline, so a hang fails the test instead of blocking CI.
+Python 3 standard library only.
+"""
+import errno
+import json
+import os
+import pty
+import re
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+EXE = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "build", "eliza-infer")
+SHARED = os.path.abspath(sys.argv[2]) if len(sys.argv) > 2 else os.path.join(os.path.dirname(ROOT), "shared")
+MODEL = os.path.join(SHARED, "golden", "models", "e2b-mini-f32.gguf")
+VOCAB = os.path.join(SHARED, "golden", "tokenizer", "gemma4-vocab.gguf")
+# Where `cli_default_model` looks in the build tree: <exe dir>/../models/eliza-1-nano/text/eliza-1-nano.gguf.
+DEFAULT_MODEL = os.path.join(os.path.dirname(os.path.dirname(EXE)), "models", "eliza-1-nano", "text",
+                             "eliza-1-nano.gguf")
+
+STEP = 120  # seconds any single wait may take (generous: ctest runs tests in parallel on small machines)
+
+RUN_STATS = re.compile(rb"\[prompt (\d+) tokens, ([\d.]+) tok/s \| generated (\d+) tokens, ([\d.]+) tok/s"
+                       rb" \| time to first token ([\d.]+) ms\]")
+CHAT_STATS = re.compile(rb"\[new prompt tokens (\d+) \(kept (\d+)\), ([\d.]+) ms \| (\d+) tokens, ([\d.]+) tok/s\]")
+# The end of a finished (or stopped) turn: the stats line on stderr, then the next prompt.
+TURN_END = re.compile(CHAT_STATS.pattern + rb"\r\n> ")
+
+
+def need(path):
+    return unittest.skipUnless(os.path.exists(path), "missing " + path)
+
+
+def cli(args, stdin=b"", timeout=STEP):
+    """Runs eliza-infer with args (str or bytes items); returns (rc, stdout bytes, stderr bytes)."""
+    p = subprocess.run([EXE] + list(args), input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def run_stats(stderr):
+    m = RUN_STATS.search(stderr)
+    if not m:
+        raise AssertionError("no stats line on stderr: %r" % stderr[-500:])
+    return {"prompt": int(m.group(1)), "prefill_tps": float(m.group(2)), "generated": int(m.group(3)),
+            "decode_tps": float(m.group(4)), "ttft_ms": float(m.group(5))}
+
+
+def chat_stats(m):
+    return {"new": int(m.group(1)), "kept": int(m.group(2)), "ms": float(m.group(3)),
+            "generated": int(m.group(4)), "tps": float(m.group(5))}
+
+
+class Pty:
+    """eliza-infer on a pseudo-terminal (its stdin, stdout and stderr), read with deadlines."""
+
+    def __init__(self, args):
+        argv = [EXE] + list(args)
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # child: the pty slave is the controlling terminal, stdin/out/err
+            try:
+                os.execv(EXE, argv)
+            finally:
+                os._exit(127)
+        self.buf = b""  # read but not yet consumed
+        self.log = b""  # everything read, for failure messages
+        self.status = None
+
+    def _fill(self, deadline):
+        """Reads what is available before deadline; False at EOF (the child closed the terminal)."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return True
+        r, _, _ = select.select([self.fd], [], [], min(left, 0.5))
+        if not r:
+            return True
+        try:
+            data = os.read(self.fd, 65536)
+        except OSError as e:  # Linux reports EIO on the master once the slave is closed
+            if e.errno != errno.EIO:
+                raise
+            data = b""
+        if not data:
+            return False
+        self.buf += data
+        self.log += data
+        return True
+
+    def expect(self, pattern, timeout=STEP):
+        """Waits for a regex (bytes) in the unread output; returns the match and consumes up to its end."""
+        rx = re.compile(pattern) if isinstance(pattern, bytes) else pattern
+        deadline = time.monotonic() + timeout
+        while True:
+            m = rx.search(self.buf)
+            if m:
+                self.before = self.buf[:m.start()]
+                self.buf = self.buf[m.end():]
+                return m
+            if time.monotonic() >= deadline:
+                raise AssertionError("timed out after %ds waiting for %r; last output: %r"
+                                     % (timeout, rx.pattern, self.log[-600:]))
+            if not self._fill(deadline):
+                raise AssertionError("eliza-infer closed the terminal while waiting for %r (status %r); "
+                                     "last output: %r" % (rx.pattern, self.wait(5), self.log[-600:]))
+
+    def send(self, data):
+        os.write(self.fd, data)
+
+    def type_line(self, text):
+        """Types a line and presses Enter (the terminal turns CR into NL); waits for its echo."""
+        self.send(text.encode() + b"\r")
+        return self.expect(re.escape(text.encode()) + rb"\r\n")
+
+    def alive(self):
+        if self.status is None:
+            pid, st = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.status = st
+        return self.status is None
+
+    def wait(self, timeout=STEP):
+        """Exit code (or -signal) of the child; kills it and fails at the deadline."""
+        deadline = time.monotonic() + timeout
+        while self.alive():
+            if time.monotonic() >= deadline:
+                self.close()
+                raise AssertionError("eliza-infer did not exit within %ds; last output: %r"
+                                     % (timeout, self.log[-600:]))
+            self._fill(min(deadline, time.monotonic() + 0.1))  # keep draining so it never blocks on output
+        return os.waitstatus_to_exitcode(self.status)
+
+    def close(self):
+        if self.alive():
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            _, self.status = os.waitpid(self.pid, 0)
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def model_turn_prefix(messages):
+    """Tokens of the rendered conversation up to its last "<|turn>model" (what the next turn must keep).
+
+    The generation prompt ends "<|turn>model\n<|channel>thought\n<channel|>" (thinking off), while a
+    model turn in the history is "<|turn>model\n" + the answer with its channels stripped, so of a
+    turn's prompt the KV cache can keep exactly the tokens before that "\n" on the next turn."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump(messages, f)
+        f.flush()
+        rc, text, err = cli(["chat-template", "--messages", f.name], timeout=30)
+    assert rc == 0, err
+    text = text[:text.rindex(b"<|turn>model") + len(b"<|turn>model")]
+    rc, out, err = cli(["tokenize", "-m", MODEL, "--no-bos", "--parse-special"], text, timeout=30)
+    assert rc == 0, err
+    return len(out.split())
+
+
+def chat_session(test, *args):
+    p = Pty(["chat", "-m", MODEL] + list(args))
+    test.addCleanup(p.close)
+    p.expect(rb"^> ")
+    return p
+
+
+def turn(p, text, timeout=STEP):
+    """Types a user line and reads the whole answer up to the next prompt; returns (answer bytes, stats)."""
+    p.type_line(text)
+    m = p.expect(TURN_END, timeout)
+    return p.before, chat_stats(m)
+
+
+@need(MODEL)
+class Chat(unittest.TestCase):
+    def test_turns_kv_reuse_reset_quit(self):
+        p = chat_session(self, "-n", "8", "--temp", "0", "--ctx", "1024")
+        _, s1 = turn(p, "Hello there!")
+        self.assertEqual(s1["kept"], 0, "first turn has nothing to keep")
+        self.assertGreater(s1["new"], 5)
+        self.assertLessEqual(s1["generated"], 8)
+
+        # The second turn re-renders the whole conversation; the first turn's prompt up to "<|turn>model"
+        # is a prefix of it, so those tokens stay in the KV cache and only the new ones are prefilled.
+        _, s2 = turn(p, "How are you?")
+        keep = model_turn_prefix([{"role": "user", "content": "Hello there!"}])
+        self.assertGreater(keep, 5)
+        self.assertGreaterEqual(s2["kept"], keep)
+        self.assertLess(s2["kept"], s1["new"] + s1["generated"])
+        self.assertGreater(s2["new"], 0)
+        self.assertLessEqual(s2["generated"], 8)
+
+        p.type_line("/reset")
+        p.expect(rb"^\(conversation reset\)\r\n> ", 30)
+
+        # After /reset the conversation and the cache are empty: the same first turn, prefilled again
+        _, s3 = turn(p, "Hello there!")
+        self.assertEqual((s3["new"], s3["kept"]), (s1["new"], 0))
+
+        # Ctrl-C at the prompt gives a fresh prompt and keeps the program running
+        p.send(b"\x03")
+        p.expect(rb"\r?\n> ", 30)
+        self.assertTrue(p.alive())
+        _, s4 = turn(p, "Still there?")
+        self.assertGreater(s4["kept"], 0)
+
+        p.type_line("/quit")
+        self.assertEqual(p.wait(), 0)
+
+    def test_ctrl_c_stops_the_answer_not_the_program(self):
+        # -n 4000 with a 4096 context: the answer cannot end before Ctrl-C (greedy on this model does not
+        # produce an end-of-generation token).
+        p = chat_session(self, "-n", "4000", "--ctx", "4096", "--temp", "0")
+        p.type_line("Tell me a very long story.")
+        p.expect(rb"\S", STEP)  # the answer is streaming
+        time.sleep(0.2)
+        self.assertIsNone(CHAT_STATS.search(p.buf), "the answer ended before Ctrl-C: %r" % p.buf[-300:])
+        p.send(b"\x03")
+        m = p.expect(rb"\(stopped\)\r\n" + TURN_END.pattern, 60)
+        s1 = chat_stats(re.compile(CHAT_STATS.pattern).search(m.group(0)))
+        self.assertEqual(s1["kept"], 0)
+        self.assertGreater(s1["generated"], 0)
+        self.assertLess(s1["generated"], 4000)
+        self.assertTrue(p.alive(), "Ctrl-C ended the program")
+
+        # The next turn is answered; the conversation so far (with the partial answer) stays cached
+        p.type_line("Go on.")
+        p.expect(rb"\S", STEP)  # answer streaming again (after the prefill of the new tokens)
+        p.send(b"\x03")
+        m = p.expect(rb"\(stopped\)\r\n" + TURN_END.pattern, 60)
+        s2 = chat_stats(re.compile(CHAT_STATS.pattern).search(m.group(0)))
+        self.assertGreater(s2["kept"], 0, "second turn prefilled everything again")
+        self.assertGreaterEqual(s2["kept"], model_turn_prefix([{"role": "user", "content": "Tell me a very long story."}]))
+        self.assertGreater(s2["generated"], 0)
+        self.assertLess(s2["generated"], 4000)
+
+        # End of input (Ctrl-D on an empty line) exits with status 0
+        p.send(b"\x04")
+        self.assertEqual(p.wait(), 0)
+
+    def test_system_prompt_and_reset_keeps_it(self):
+        p = chat_session(self, "--system", "You are terse.", "-n", "4", "--temp", "0")
+        _, s1 = turn(p, "Hi")
+        p.type_line("/reset")
+        p.expect(rb"^\(conversation reset\)\r\n> ", 30)
+        _, s2 = turn(p, "Hi")
+        self.assertEqual((s2["new"], s2["kept"]), (s1["new"], 0), "/reset must keep the system prompt")
+        p.send(b"\x04")
+        self.assertEqual(p.wait(), 0)
+
+    def test_piped_stdin(self):
+        rc, out, err = cli(["chat", "-m", MODEL, "-n", "4", "--temp", "0"], b"hello\n\n/reset\nhello\n")
+        self.assertEqual(rc, 0, err)
+        self.assertIn(b"(conversation reset)", out)
+        self.assertEqual(len(CHAT_STATS.findall(err)), 2, err)
+
+    def test_bad_usage(self):
+        for args in (["--bogus"], ["-n", "x"], ["--temp"], ["--kv", "q9"], ["-m"]):
+            rc, out, err = cli(["chat", "-m", MODEL] + args, timeout=30)
+            self.assertEqual(rc, 2, (args, err))
+            self.assertEqual(len(err.strip().splitlines()), 1, (args, err))
+        missing = "/nonexistent/dir/model.gguf"
+        rc, _, err = cli(["chat", "-m", missing], timeout=30)
+        self.assertEqual(rc, 1)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertIn(missing.encode(), err)
+
+
+@need(MODEL)
+class Run(unittest.TestCase):
+    def gen(self, *args, prompt="Hello", n=24):
+        rc, out, err = cli(["run", "-m", MODEL, "-p", prompt, "-n", str(n)] + list(args))
+        self.assertEqual(rc, 0, err)
+        return out, run_stats(err)
+
+    def test_streams_text_to_stdout(self):
+        p = subprocess.Popen([EXE, "run", "-m", MODEL, "-p", "Hello", "--chat", "-n", "4000", "--temp", "0"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            r, _, _ = select.select([p.stdout], [], [], STEP)
+            self.assertTrue(r, "no output within %ds" % STEP)
+            first = os.read(p.stdout.fileno(), 4096)
+            self.assertTrue(first)
+            self.assertIsNone(p.poll(), "text arrived only at the end, not streamed")
+        finally:
+            p.kill()
+            p.communicate(timeout=30)
+
+    def test_stats_line(self):
+        out, s = self.gen("--temp", "0", n=16)
+        self.assertEqual(s["prompt"], 6)  # <bos> + "Hello" in the 1024-token test vocab
+        self.assertEqual(s["generated"], 16)
+        self.assertGreater(s["prefill_tps"], 0)
+        self.assertGreater(s["decode_tps"], 0)
+        self.assertGreater(s["ttft_ms"], 0)
+        self.assertTrue(out)
+
+    def test_greedy_is_deterministic(self):
+        a, sa = self.gen("--temp", "0")
+        b, sb = self.gen("--temp", "0")
+        self.assertEqual(a, b)
+        self.assertEqual(sa["generated"], sb["generated"])
+
+    def test_seed(self):
+        # same seed, same text; also with another thread count
+        a, _ = self.gen("--temp", "1", "--seed", "42")
+        b, _ = self.gen("--temp", "1", "--seed", "42")
+        c, _ = self.gen("--temp", "1", "--seed", "42", "-t", "1")
+        self.assertEqual(a, b)
+        self.assertEqual(a, c)
+        # Different seeds: on a flattened distribution (temperature 50, no truncation) 48 tokens drawn
+        # from ~1024 nearly equally likely ones; five seeds giving one text would be a broken seed.
+        flat = ["--temp", "50", "--top-k", "0", "--top-p", "1", "--min-p", "0"]
+        texts = {self.gen(*flat, "--seed", str(s), n=48)[0] for s in range(1, 6)}
+        self.assertGreater(len(texts), 1, "the seed does not change sampling")
+
+    def test_empty_prompt(self):
+        out, s = self.gen("--temp", "0", prompt="", n=4)
+        self.assertEqual(s["prompt"], 1)  # just <bos>
+        self.assertLessEqual(s["generated"], 4)
+
+    def test_n_bounds_generation(self):
+        for n in (1, 5, 33):
+            _, s = self.gen("--temp", "0.8", "--seed", "7", n=n)
+            self.assertLessEqual(s["generated"], n)
+            self.assertGreaterEqual(s["generated"], 1)
+        _, s = self.gen("--temp", "0", n=5)
+        self.assertEqual(s["generated"], 5)  # greedy on this model never stops early
+        # -n 0 = until the end of generation or a full context
+        _, s = self.gen("--temp", "0", "--ctx", "48", n=0)
+        self.assertLessEqual(s["prompt"] + s["generated"], 48 + 1)  # the last token is not decoded
+        self.assertGreater(s["generated"], 0)
+
+    def test_chat_flag(self):
+        _, plain = self.gen("--temp", "0", n=2)
+        out, s = self.gen("--temp", "0", "--chat", "--system", "Be brief.", n=2)
+        self.assertGreater(s["prompt"], plain["prompt"] + 10)
+
+    def test_bad_options_exit_2_with_one_line(self):
+        bad = (["--temp", "abc"], ["-n", "-1"], ["-n", "x"], ["--top-k", "-3"], ["--top-p", "zz"],
+               ["--seed", "nan"], ["--kv", "q9"], ["-t", "0"], ["--ctx", "0"], ["--bogus"], ["-p"], ["-m"])
+        for args in bad:
+            rc, out, err = cli(["run", "-m", MODEL, "-p", "x"] + args, timeout=30)
+            self.assertEqual(rc, 2, (args, err))
+            lines = err.strip().splitlines()
+            self.assertEqual(len(lines), 1, (args, err))
+            self.assertTrue(lines[0].startswith(b"eliza-infer: "), (args, err))
+            self.assertEqual(out, b"")
+        rc, _, err = cli(["run", "-m", MODEL], timeout=30)  # no -p
+        self.assertEqual(rc, 2, err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        rc, out, _ = cli(["run", "--help"], timeout=30)
+        self.assertEqual(rc, 0)
+        self.assertIn(b"usage", out)
+
+    def test_missing_or_bad_model_exits_1_naming_the_file(self):
+        notgguf = os.path.join(HERE, "test_cli.py")
+        for path in ("/nonexistent/dir/model.gguf", notgguf, VOCAB if os.path.exists(VOCAB) else notgguf):
+            rc, out, err = cli(["run", "-m", path, "-p", "x"], timeout=60)
+            self.assertEqual(rc, 1, (path, err))
+            lines = err.strip().splitlines()
+            self.assertEqual(len(lines), 1, (path, err))
+            self.assertIn(os.path.basename(path).encode(), lines[0])
+            self.assertEqual(out, b"")
+
+    def test_no_model_option(self):
+        rc, out, err = cli(["run", "-p", "Hello", "-n", "8"])
+        if os.path.exists(DEFAULT_MODEL):  # the embedded model is installed: it generates
+            self.assertEqual(rc, 0, err)
+            run_stats(err)
+        else:
+            self.assertEqual(rc, 1, err)
+            lines = err.strip().splitlines()
+            self.assertEqual(len(lines), 1, err)
+            self.assertIn(b"-m", lines[0])
+            self.assertIn(b"eliza-1-nano", lines[0])
+
+
+class Tokenize(unittest.TestCase):
+    @need(MODEL)
+    def test_invalid_utf8_on_stdin_small_vocab(self):
+        rc, out, err = cli(["tokenize", "-m", MODEL], b"\xff\xfe abc \xc3\x28 \xe2\x82 \x80 tail \xf0")
+        self.assertEqual(rc, 0, err)
+        ids = [int(x) for x in out.split()]
+        self.assertEqual(ids[0], 2)
+        self.assertTrue(all(0 <= i < 1024 for i in ids), ids)
+
+    @need(VOCAB)
+    def test_invalid_utf8_on_stdin_gemma4_vocab(self):
+        def ids(data, *opts):
+            rc, out, err = cli(["tokenize", "-m", VOCAB, "--no-bos"] + list(opts), data, timeout=60)
+            self.assertEqual(rc, 0, err)
+            return [int(x) for x in out.split()]
+
+        # A malformed byte reads as U+FFFD, one per byte (as llama.cpp reads it); nothing crashes
+        self.assertEqual(ids(b"\xff\xfe"), ids("\ufffd\ufffd".encode()))
+        self.assertEqual(ids(b"x\xc3"), ids("x\ufffd".encode()))
+        mixed = ids(b"\xff\xfe abc \xc3\x28 \xe2\x82 \x80 tail \xf0")
+        self.assertTrue(mixed and all(0 <= i < 262144 for i in mixed))
+        # A character without a token falls back to its UTF-8 bytes: <0x00>..<0xFF> are ids 238..493
+        self.assertEqual(ids("\U0010FFFF".encode()), [238 + b for b in "\U0010FFFF".encode()])
+        self.assertEqual(ids(b""), [])
+
+    @need(VOCAB)
+    def test_bench_tokenizer(self):
+        text = os.path.join(HERE, "test_cli.py")
+        rc, out, err = cli(["bench-tokenizer", "-m", VOCAB, "--repeat", "2", text, text], timeout=60)
+        self.assertEqual(rc, 0, err)
+        lines = out.decode().splitlines()
+        self.assertEqual(len(lines), 4, out)  # header, two files, overall
+        with open(text, "rb") as f:
+            n = len(cli(["tokenize", "-m", VOCAB], f.read(), timeout=60)[1].split())
+        for line in lines[1:3]:
+            f = line.split()
+            self.assertEqual(f[0], text)
+            self.assertEqual((int(f[1]), int(f[2])), (os.path.getsize(text), n))
+            self.assertGreater(float(f[-1]), 0)
+        self.assertEqual(lines[3].split()[0], "overall")
+        self.assertEqual(cli(["bench-tokenizer", "-m", VOCAB], timeout=60)[0], 2)  # no FILE
+        self.assertEqual(cli(["bench-tokenizer", "-m", VOCAB, "/nonexistent"], timeout=60)[0], 1)
+
+
+if __name__ == "__main__":
+    if not os.access(EXE, os.X_OK):
+        sys.exit("test_cli.py: %s is not an executable" % EXE)
+    unittest.main(argv=[sys.argv[0], "-v"])

@@ -1,0 +1,309 @@
+/* save_slot / restore_slot on the golden e2b-mini model: through the C ABI (greedy continuation of a
+ * restored stream equals the original's, i.e. llama.cpp's greedy ids), through eli_gen with small ubatches
+ * (true sliding rings, pending token, restored into a fresh session), and rejection of files from another
+ * model or configuration, truncated and corrupted files, plus a mutation loop that must never crash. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "eliza_inference.h"
+#include "engine.h"
+#include "slot.h"
+#include "test.h"
+
+#define MODEL "golden/models/e2b-mini-f32.gguf"
+#define OTHER "golden/models/e2b-mini-q8_0.gguf"
+
+static int read_ids(const char *path, int32_t *ids, int cap) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int n = 0;
+    long v;
+    while (n < cap && fscanf(f, "%ld", &v) == 1) ids[n++] = (int32_t)v;
+    fclose(f);
+    return n;
+}
+
+static eliza_llm_stream_config_t greedy_cfg(int max_tokens) {
+    eliza_llm_stream_config_t c;
+    memset(&c, 0, sizeof c);
+    c.max_tokens = max_tokens;
+    c.temperature = 0;
+    c.slot_id = -1;
+    c.n_gpu_layers = -1;
+    c.context_size = 256;
+    return c;
+}
+
+/* next() with steps of `step` tokens until the stream ends or `limit` tokens came; returns the count */
+static int gen_abi(EliLlmStream *s, int32_t *out, int limit, int step) {
+    int n = 0;
+    while (n < limit) {
+        int32_t buf[32];
+        size_t got = 0;
+        int rc = eliza_inference_llm_stream_next(s, buf, (size_t)step, &got, NULL, 0, NULL, NULL, NULL);
+        if (rc < 0) return -1;
+        for (size_t i = 0; i < got && n < limit; i++) out[n++] = buf[i];
+        if (rc == 1) break;
+    }
+    return n;
+}
+
+static char tmpdir[64];
+static const char *tmp_path(const char *name) {
+    static char b[4][256];
+    static int k;
+    char *p = b[k++ & 3];
+    snprintf(p, 256, "%s/%s", tmpdir, name);
+    return p;
+}
+
+static long file_size(const char *p) {
+    struct stat st;
+    return stat(p, &st) ? -1 : (long)st.st_size;
+}
+
+static unsigned char *slurp(const char *p, long *n) {
+    FILE *f = fopen(p, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    *n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)*n);
+    if (b && fread(b, 1, (size_t)*n, f) != (size_t)*n) free(b), b = NULL;
+    fclose(f);
+    return b;
+}
+
+static void spit(const char *p, const unsigned char *b, long n) {
+    FILE *f = fopen(p, "wb");
+    if (!f) return;
+    fwrite(b, 1, (size_t)n, f);
+    fclose(f);
+}
+
+static void test_abi(void) {
+    int32_t seq[96], greedy[16], out[32];
+    read_ids(eli_shared_path("golden/models/e2b-mini.tokens.txt"), seq, 96);
+    read_ids(eli_shared_path("golden/models/e2b-mini-f32.greedy.txt"), greedy, 16);
+    char *err = NULL;
+    EliInferenceContext *c = eliza_inference_create(eli_shared_path(MODEL), &err);
+    CHECK(c != NULL, "create: %s", err ? err : "");
+    if (!c) return;
+    eliza_llm_stream_config_t cfg = greedy_cfg(16);
+    EliLlmStream *a = eliza_inference_llm_stream_open(c, &cfg, &err);
+    CHECK(a && eliza_inference_llm_stream_prefill(a, seq, 96, NULL) == ELIZA_OK, "open + prefill");
+    /* 6 tokens, then save (the 6th is pending: emitted, not yet in the cache) */
+    int n = gen_abi(a, out, 6, 1);
+    CHECK(n == 6 && !memcmp(out, greedy, 6 * sizeof *out), "first 6 tokens greedy");
+    const char *slot = tmp_path("a.slot");
+    CHECK(eliza_inference_llm_stream_save_slot(a, slot, &err) == ELIZA_OK, "save: %s", err ? err : "");
+    eliza_inference_free_string(err), err = NULL;
+    CHECK(file_size(slot) > 0, "slot file written");
+    int n_rest = gen_abi(a, out + 6, 32, 4);
+    CHECK(n_rest == 10 && !memcmp(out, greedy, 16 * sizeof *out), "original continues greedily (%d)", n_rest);
+
+    /* a fresh stream restored from the file continues exactly like the original did */
+    EliLlmStream *b = eliza_inference_llm_stream_open(c, &cfg, NULL);
+    CHECK(eliza_inference_llm_stream_restore_slot(b, slot, &err) == ELIZA_OK, "restore: %s", err ? err : "");
+    eliza_inference_free_string(err), err = NULL;
+    int32_t out2[32];
+    int n2 = gen_abi(b, out2, 32, 3);
+    CHECK(n2 == 10 && !memcmp(out2, greedy + 6, 10 * sizeof *out2), "restored stream continues greedily (%d)", n2);
+    /* restoring into a used stream replaces its state; reset_keep still works after a restore */
+    CHECK(eliza_inference_llm_stream_restore_slot(b, slot, NULL) == ELIZA_OK, "restore over a used stream");
+    CHECK(eliza_inference_llm_stream_reset_keep(b, 96) == 96, "reset_keep after restore");
+    n2 = gen_abi(b, out2, 32, 8);
+    CHECK(n2 == 16 && !memcmp(out2, greedy, 16 * sizeof *out2), "reset_keep(96) after restore == fresh");
+
+    /* another configuration is refused, naming what differs */
+    eliza_llm_stream_config_t cfg2 = greedy_cfg(16);
+    cfg2.context_size = 128;
+    EliLlmStream *d = eliza_inference_llm_stream_open(c, &cfg2, NULL);
+    CHECK(eliza_inference_llm_stream_restore_slot(d, slot, &err) == ELIZA_ERR_INVALID_ARG && err && strstr(err, "n_ctx 256") &&
+              strstr(err, "n_ctx 128"),
+          "other n_ctx refused: %s", err ? err : "");
+    eliza_inference_free_string(err), err = NULL;
+    eliza_inference_llm_stream_close(d);
+    cfg2 = greedy_cfg(16);
+    cfg2.cache_type_k = cfg2.cache_type_v = "f32";
+    d = eliza_inference_llm_stream_open(c, &cfg2, NULL);
+    CHECK(eliza_inference_llm_stream_restore_slot(d, slot, &err) == ELIZA_ERR_INVALID_ARG && err && strstr(err, "KV f16") &&
+              strstr(err, "KV f32"),
+          "other KV type refused: %s", err ? err : "");
+    eliza_inference_free_string(err), err = NULL;
+    eliza_inference_llm_stream_close(d);
+
+    /* a file from another model is refused */
+    EliInferenceContext *c2 = eliza_inference_create(eli_shared_path(OTHER), NULL);
+    CHECK(c2 != NULL, "create other model");
+    if (c2) {
+        EliLlmStream *o = eliza_inference_llm_stream_open(c2, &cfg, NULL);
+        CHECK(eliza_inference_llm_stream_restore_slot(o, slot, &err) == ELIZA_ERR_INVALID_ARG && err &&
+                  strstr(err, "another model"),
+              "other model refused: %s", err ? err : "");
+        eliza_inference_free_string(err), err = NULL;
+        eliza_inference_llm_stream_close(o);
+        eliza_inference_destroy(c2);
+    }
+
+    /* truncated / corrupted / garbage files are refused and leave the stream usable and unchanged */
+    long size;
+    unsigned char *img = slurp(slot, &size);
+    CHECK(img != NULL && size > 200, "read slot back");
+    if (img) {
+        const char *bad = tmp_path("bad.slot");
+        spit(bad, img, size / 2);
+        CHECK(eliza_inference_llm_stream_restore_slot(b, bad, &err) == ELIZA_ERR_INVALID_ARG && err && strstr(err, "checksum"),
+              "truncated refused: %s", err ? err : "");
+        eliza_inference_free_string(err), err = NULL;
+        img[size / 3] ^= 0x40;
+        spit(bad, img, size);
+        CHECK(eliza_inference_llm_stream_restore_slot(b, bad, &err) == ELIZA_ERR_INVALID_ARG && err && strstr(err, "checksum"),
+              "corrupted refused: %s", err ? err : "");
+        eliza_inference_free_string(err), err = NULL;
+        img[size / 3] ^= 0x40;
+        spit(bad, img, 10);
+        CHECK(eliza_inference_llm_stream_restore_slot(b, bad, NULL) == ELIZA_ERR_INVALID_ARG, "tiny file refused");
+        CHECK(eliza_inference_llm_stream_restore_slot(b, tmp_path("missing.slot"), NULL) == ELIZA_ERR_INVALID_ARG,
+              "missing file refused");
+        CHECK(eliza_inference_llm_stream_restore_slot(b, "", NULL) == ELIZA_ERR_INVALID_ARG, "empty path");
+        CHECK(eliza_inference_llm_stream_save_slot(b, "/nonexistent/dir/x.slot", &err) == ELIZA_ERR_INVALID_ARG && err,
+              "unwritable path: %s", err ? err : "");
+        eliza_inference_free_string(err), err = NULL;
+        /* b is unchanged by the failures: it still holds the state of the last good restore + reset_keep */
+        CHECK(eliza_inference_llm_stream_reset_keep(b, 96) == 96, "stream still usable");
+        n2 = gen_abi(b, out2, 32, 8);
+        CHECK(n2 == 16 && !memcmp(out2, greedy, 16 * sizeof *out2), "greedy after refused restores");
+
+        /* mutation loop: flip bytes (at random offsets, header included) and fix the checksum so the parser
+         * itself is exercised; also random truncations. Never a crash; a restore that passes must leave a
+         * usable stream. */
+        uint64_t rng = 0x1234567;
+        int accepted = 0, refused = 0;
+        unsigned char *m = malloc((size_t)size);
+        for (int it = 0; it < 300 && m; it++) {
+            memcpy(m, img, (size_t)size);
+            long len = size;
+            int kind = it % 3;
+            for (int k = 0; k < 1 + it % 4; k++) {
+                rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                long off = (long)((rng >> 33) % (uint64_t)(it % 2 ? 160 : size - 8));
+                m[off] ^= (unsigned char)(1u << ((rng >> 20) & 7));
+            }
+            if (kind == 1) { /* re-seal: valid checksum over mutated content */
+                uint64_t sum = eli_hash64_bytes(m, (size_t)size - 8);
+                memcpy(m + size - 8, &sum, 8);
+            } else if (kind == 2) {
+                rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                len = (long)((rng >> 33) % (uint64_t)size);
+            }
+            spit(bad, m, len);
+            int rc = eliza_inference_llm_stream_restore_slot(b, bad, NULL);
+            if (rc == ELIZA_OK) {
+                accepted++;
+                int32_t tmp[8];
+                gen_abi(b, tmp, 8, 8);
+            } else {
+                refused++;
+            }
+        }
+        free(m);
+        printf("mutation loop: %d refused, %d accepted (flips inside K/V rows or logits are valid files)\n", refused,
+               accepted);
+        CHECK(refused > 150, "most mutations refused (%d)", refused);
+        unlink(bad);
+        free(img);
+    }
+    eliza_inference_llm_stream_close(a);
+    eliza_inference_llm_stream_close(b);
+    eliza_inference_destroy(c);
+    unlink(slot);
+}
+
+/* eli_gen with ubatch 4: the window rings (16 + 4 cells) wrap many times; save with a pending token and
+ * with valid logits, restore into a fresh session, continue identically. */
+static void test_rings(void) {
+    int32_t seq[96];
+    read_ids(eli_shared_path("golden/models/e2b-mini.tokens.txt"), seq, 96);
+    eli_error err = {0};
+    eli_model *m = eli_model_load(eli_shared_path(MODEL), &err);
+    eli_tokenizer *tok = m ? eli_tokenizer_load(m->file, &err) : NULL;
+    CHECK(m && tok, "load: %s", err.msg);
+    if (!m || !tok) return;
+    eli_gen_params p = eli_gen_default_params();
+    p.ctx.n_ctx = 256;
+    p.ctx.n_ubatch = 4;
+    p.sampling.temperature = 0;
+    p.max_tokens = 0;
+    for (int variant = 0; variant < 2; variant++) {
+        eli_gen *a = eli_gen_create(m, tok, &p, &err), *b = eli_gen_create(m, tok, &p, &err);
+        CHECK(a && b, "create: %s", err.msg);
+        if (!a || !b) break;
+        CHECK(!eli_gen_prefill(a, seq, 96, NULL, &err), "prefill: %s", err.msg);
+        int32_t ref[40], got[40];
+        size_t n = 0;
+        if (variant == 1) { /* save right after the prefill (logits valid, nothing pending) */
+        } else {
+            eli_gen_next(a, ref, 7, &n, NULL, 0, NULL, NULL, NULL, &err); /* 7 generated, the last pending */
+        }
+        const char *slot = tmp_path("r.slot");
+        CHECK(!eli_gen_save(a, slot, &err), "save: %s", err.msg);
+        size_t na = 0, nb = 0;
+        eli_gen_next(a, ref, 40, &na, NULL, 0, NULL, NULL, NULL, &err);
+        CHECK(!eli_gen_restore(b, slot, &err), "restore: %s", err.msg);
+        CHECK(eli_gen_n_committed(b) == 96 + (int64_t)n, "committed %lld", (long long)eli_gen_n_committed(b));
+        eli_gen_next(b, got, 40, &nb, NULL, 0, NULL, NULL, NULL, &err);
+        CHECK(na == 40 && nb == na && !memcmp(ref, got, na * sizeof *ref), "ring variant %d: restored == original", variant);
+        unlink(slot);
+        eli_gen_free(a);
+        eli_gen_free(b);
+    }
+    /* a session with another ubatch (other ring size) refuses the file */
+    eli_gen *a = eli_gen_create(m, tok, &p, &err);
+    eli_gen_params p8 = p;
+    p8.ctx.n_ubatch = 8;
+    eli_gen *b = eli_gen_create(m, tok, &p8, &err);
+    if (a && b && !eli_gen_prefill(a, seq, 40, NULL, &err)) {
+        const char *slot = tmp_path("u.slot");
+        CHECK(!eli_gen_save(a, slot, &err), "save");
+        CHECK(eli_gen_restore(b, slot, &err) == ELI_ERR_INVALID_ARG && strstr(err.msg, "n_ubatch 4") &&
+                  strstr(err.msg, "n_ubatch 8"),
+              "other ubatch refused: %s", err.msg);
+        unlink(slot);
+    }
+    eli_gen_free(a);
+    eli_gen_free(b);
+    eli_tokenizer_free(tok);
+    eli_model_free(m);
+}
+
+static void test_hash(void) {
+    /* streaming == one shot, at every split */
+    unsigned char buf[200];
+    for (int i = 0; i < 200; i++) buf[i] = (unsigned char)(i * 7 + 3);
+    uint64_t one = eli_hash64_bytes(buf, sizeof buf);
+    int same = 1;
+    for (size_t cut = 0; cut <= sizeof buf; cut += 13) {
+        eli_hash64 h;
+        eli_hash64_init(&h);
+        eli_hash64_update(&h, buf, cut);
+        eli_hash64_update(&h, buf + cut, sizeof buf - cut);
+        same &= eli_hash64_final(&h) == one;
+    }
+    CHECK(same, "streaming hash == one-shot hash");
+    /* XXH64 of the empty input with seed 0 */
+    CHECK(eli_hash64_bytes("", 0) == 0xEF46DB3751D8E999ull, "XXH64('') = %016llx", (unsigned long long)eli_hash64_bytes("", 0));
+}
+
+int main(void) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/eli_slot_XXXXXX");
+    if (!mkdtemp(tmpdir)) return 1;
+    test_hash();
+    test_abi();
+    test_rings();
+    rmdir(tmpdir);
+    TEST_MAIN_END();
+}
