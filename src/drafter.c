@@ -17,6 +17,9 @@ struct eli_drafter {
     float *gate, *up; /* [n_ff max] */
     float *y;      /* [n_embd] */
     float *scores, *tmp;
+    float *centroid_logits; /* [n_centroids] */
+    int32_t *cand;          /* [centroid_top_k * tokens per cluster]: the masked head's candidate tokens */
+    float *cand_logits;
     eli_buf qbuf;
 };
 
@@ -51,7 +54,7 @@ int eli_drafter_bind(eli_model *draft, const eli_model *target, eli_error *err) 
 void eli_drafter_free(eli_drafter *d) {
     if (!d) return;
     free(d->xh), free(d->c), free(d->cn), free(d->o), free(d->q), free(d->att), free(d->gate), free(d->up);
-    free(d->y), free(d->scores), free(d->tmp);
+    free(d->y), free(d->scores), free(d->tmp), free(d->centroid_logits), free(d->cand), free(d->cand_logits);
     eli_buf_free(&d->qbuf);
     free(d);
 }
@@ -84,12 +87,45 @@ eli_drafter *eli_drafter_create(const eli_model *draft, const eli_model *target,
     d->up = malloc(sizeof(float) * (size_t)ffmax);
     d->scores = malloc(sizeof(float) * (size_t)(n_ctx > 0 ? n_ctx : 1));
     d->tmp = malloc(sizeof(float) * 2 * (size_t)dmax);
-    if (!d->xh || !d->c || !d->cn || !d->o || !d->y || !d->q || !d->att || !d->gate || !d->up || !d->scores || !d->tmp) {
+    const int masked = draft->masked_centroids.data != NULL;
+    if (masked) {
+        const size_t n_cand = (size_t)draft->centroid_top_k * (size_t)(hp->n_vocab / draft->n_centroids);
+        d->centroid_logits = malloc(sizeof(float) * (size_t)draft->n_centroids);
+        d->cand = malloc(sizeof(int32_t) * n_cand);
+        d->cand_logits = malloc(sizeof(float) * n_cand);
+    }
+    if (!d->xh || !d->c || !d->cn || !d->o || !d->y || !d->q || !d->att || !d->gate || !d->up || !d->scores || !d->tmp ||
+        (masked && (!d->centroid_logits || !d->cand || !d->cand_logits))) {
         eli_drafter_free(d);
         eli_fail(err, ELI_ERR_OOM, "out of memory for the drafter");
         return NULL;
     }
     return d;
+}
+
+/* The centroid-masked head (HF Gemma4AssistantMaskedEmbedder): score the centroids, keep the top-k
+ * clusters, compute logits only for their tokens; every other token gets (smallest kept logit - 1). */
+static int masked_head(eli_drafter *d, eli_pool *pool, const eli_kernels *k, float *logits) {
+    const eli_model *dm = d->dm;
+    const int nc = dm->n_centroids, top = dm->centroid_top_k, per = dm->hp.n_vocab / nc;
+    int rc = eli_matmul_k(pool, k, &dm->masked_centroids, 0, d->y, 1, d->centroid_logits, &d->qbuf);
+    if (rc) return rc;
+    int n = 0;
+    for (int s = 0; s < top; s++) { /* top-k clusters, highest first (ties: lower index) */
+        int best = -1;
+        for (int c = 0; c < nc; c++)
+            if (d->centroid_logits[c] > -INFINITY && (best < 0 || d->centroid_logits[c] > d->centroid_logits[best])) best = c;
+        if (best < 0) break;
+        d->centroid_logits[best] = -INFINITY;
+        memcpy(d->cand + n, dm->masked_ordering + (size_t)best * per, sizeof(int32_t) * (size_t)per);
+        n += per;
+    }
+    if ((rc = eli_matmul_rows(pool, k, &dm->output, d->cand, n, d->y, d->cand_logits, &d->qbuf))) return rc;
+    float lo = INFINITY;
+    for (int i = 0; i < n; i++) lo = d->cand_logits[i] < lo ? d->cand_logits[i] : lo;
+    for (int i = 0; i < dm->hp.n_vocab; i++) logits[i] = lo - 1.0f;
+    for (int i = 0; i < n; i++) logits[d->cand[i]] = d->cand_logits[i];
+    return ELI_OK;
 }
 
 /* c += RMSw(o, w) */
@@ -152,7 +188,9 @@ int eli_drafter_step(eli_drafter *d, eli_context *target, int32_t t, int32_t pos
 
     /* 4-5: logits from the drafter's own tied head (no softcap), h_out = post_projection · y */
     eli_rms_norm(d->y, d->c, dm->output_norm, E, hp->rms_eps);
-    if ((rc = eli_matmul_k(pool, k, &dm->output, 0, d->y, 1, logits, &d->qbuf))) goto oom;
+    if (dm->masked_centroids.data) rc = masked_head(d, pool, k, logits);
+    else rc = eli_matmul_k(pool, k, &dm->output, 0, d->y, 1, logits, &d->qbuf);
+    if (rc) goto oom;
     if ((rc = eli_matmul_k(pool, k, &dm->nextn_post_proj, 0, d->y, 1, h_out, &d->qbuf))) goto oom;
     return ELI_OK;
 oom:

@@ -92,6 +92,12 @@ typedef struct {
     size_t qbuf_bytes;       /* the largest activation conversion a matmul asks for */
 } scratch_sizes;
 
+static size_t conv_bytes(const eli_weight *w, int64_t rows) {
+    const eli_type_traits *tt = w->cols > 0 ? eli_type_info(w->type) : NULL;
+    if (!tt || tt->vec_dot_type == ELI_TYPE_F32) return 0;
+    return eli_row_size(tt->vec_dot_type, w->cols) * (size_t)rows;
+}
+
 static void scratch_layout(const eli_model *m, const eli_context_params *p, scratch_sizes *s) {
     const eli_hparams *hp = &m->hp;
     int64_t qmax = 0, kvmax = 0, ffmax = 0;
@@ -117,12 +123,17 @@ static void scratch_layout(const eli_model *m, const eli_context_params *p, scra
     f[SB_ATTN_TMP] = (int64_t)p->n_threads * 2 * dmax;
     f[SB_MOE_RN] = f[SB_MOE_Y] = E;
     s->flash_work_bytes = (eli_attend_flash_work_size(gmax, (int)dmax) + 63) & ~(size_t)63;
-    /* matmul inputs converted to the weight's vec_dot type: at most U rows of the widest input, in the
-     * largest such type per value (q8_K or f16/bf16 rows are <= 4 bytes per value, like f32) */
-    int64_t cols = E > qmax ? E : qmax;
-    if (ffmax > cols) cols = ffmax;
-    if (W > cols) cols = W;
-    s->qbuf_bytes = (size_t)(U * cols) * sizeof(float);
+    /* matmul inputs converted to a weight's vec_dot type: at most U rows (eli_matmul_k) */
+    s->qbuf_bytes = conv_bytes(&m->output, U) > conv_bytes(&m->ple_model_proj, U) ? conv_bytes(&m->output, U)
+                                                                                   : conv_bytes(&m->ple_model_proj, U);
+    for (int il = 0; il < hp->n_layer; il++) {
+        const eli_layer *l = &m->layers[il];
+        const eli_weight *ws[] = {&l->wq,       &l->wk,      &l->wv,           &l->wo,        &l->ffn_gate,
+                                  &l->ffn_up,   &l->ffn_down, &l->gate_inp,    &l->gate_up_exps, &l->gate_exps,
+                                  &l->up_exps,  &l->down_exps, &l->inp_gate,   &l->proj};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            if (conv_bytes(ws[i], U) > s->qbuf_bytes) s->qbuf_bytes = conv_bytes(ws[i], U);
+    }
 }
 
 size_t eli_context_scratch_bytes(const eli_model *m, const eli_context_params *params) {

@@ -140,7 +140,7 @@ static int bind_vector(binder *b, const float **out, const char *name, int requi
     if (!rc) rc = check_computable(b, t);
     if (rc) return rc;
     float *v = malloc((size_t)n * sizeof *v);
-    float **grown = realloc(b->m->owned, (b->m->n_owned + 1) * sizeof *grown);
+    void **grown = realloc(b->m->owned, (b->m->n_owned + 1) * sizeof *grown);
     if (!v || !grown) {
         free(v);
         if (grown) b->m->owned = grown;
@@ -352,6 +352,70 @@ static void advise_random(const void *data, size_t bytes) {
     (void)madvise((void *)lo, hi - lo, MADV_RANDOM);
 }
 
+/* The assistant's optional centroid-masked head: masked_embd_centroids.weight {n_embd, n_centroids} and
+ * masked_embd_ordering {n_vocab} (i32 or i64), a permutation of the vocabulary. */
+static int bind_masked_head(binder *b) {
+    eli_model *m = b->m;
+    const eli_hparams *hp = &m->hp;
+    const gguf_tensor *c = find_tensor(b, "masked_embd_centroids.weight", 0);
+    const gguf_tensor *o = find_tensor(b, "masked_embd_ordering", 0);
+    if (!c && !o) return ELI_OK;
+    if (!c || !o)
+        return eli_fail(b->err, ELI_ERR_INVALID_ARG, "tensor '%s' needs '%s'", c ? c->name : o->name,
+                        c ? "masked_embd_ordering" : "masked_embd_centroids.weight");
+    const int64_t nc = c->ne[1];
+    if (nc < 1 || nc > hp->n_vocab || hp->n_vocab % nc)
+        return eli_fail(b->err, ELI_ERR_INVALID_ARG, "'%s' has %lld centroids, which do not divide the vocabulary %d", c->name,
+                        (long long)nc, hp->n_vocab);
+    int rc = bind_matrix(b, &m->masked_centroids, c->name, 1, hp->n_embd, nc, 1);
+    if (!rc) rc = check_shape(b, o, hp->n_vocab, 1, 1);
+    if (rc) return rc;
+    if (o->type != ELI_TYPE_I32 && o->type != ELI_TYPE_I64)
+        return eli_fail(b->err, ELI_ERR_INVALID_ARG, "tensor '%s' has type %s, expected i32 or i64", o->name,
+                        eli_type_name(o->type));
+    m->n_centroids = (int)nc;
+    m->centroid_top_k = nc < 32 ? (int)nc : 32;
+    char key[128];
+    snprintf(key, sizeof key, "%s.centroid_intermediate_top_k", m->arch_name);
+    uint32_t k;
+    rc = gguf_get_u32(m->file, key, &k, b->err);
+    if (rc < 0) return rc;
+    if (rc == 1) {
+        if (k < 1 || k > (uint32_t)nc)
+            return eli_fail(b->err, ELI_ERR_INVALID_ARG, "%s = %u is outside [1, %lld]", key, k, (long long)nc);
+        m->centroid_top_k = (int)k;
+    }
+    int32_t *ord = malloc((size_t)hp->n_vocab * sizeof *ord);
+    char *seen = calloc((size_t)hp->n_vocab, 1);
+    void **grown = realloc(m->owned, (m->n_owned + 1) * sizeof *grown);
+    if (grown) m->owned = grown;
+    if (!ord || !seen || !grown) {
+        free(ord), free(seen);
+        return eli_fail(b->err, ELI_ERR_OOM, "out of memory for '%s'", o->name);
+    }
+    m->owned[m->n_owned++] = ord;
+    for (int64_t i = 0; i < hp->n_vocab; i++) {
+        int64_t v;
+        if (o->type == ELI_TYPE_I32) {
+            int32_t x;
+            memcpy(&x, (const uint8_t *)o->data + 4 * i, 4);
+            v = x;
+        } else {
+            memcpy(&v, (const uint8_t *)o->data + 8 * i, 8);
+        }
+        if (v < 0 || v >= hp->n_vocab || seen[v]) {
+            free(seen);
+            return eli_fail(b->err, ELI_ERR_INVALID_ARG, "'%s'[%lld] = %lld: not a permutation of the vocabulary", o->name,
+                            (long long)i, (long long)v);
+        }
+        seen[v] = 1;
+        ord[i] = (int32_t)v;
+    }
+    free(seen);
+    m->masked_ordering = ord;
+    return ELI_OK;
+}
+
 eli_model *eli_model_from_gguf(gguf_file *f, eli_error *err) {
     gguf_str arch;
     int rc = gguf_get_str(f, "general.architecture", &arch, err);
@@ -410,6 +474,7 @@ eli_model *eli_model_from_gguf(gguf_file *f, eli_error *err) {
         if (bind_matrix(&b, &m->nextn_post_proj, "nextn.post_projection.weight", 1, hp->n_embd, hp->n_embd_out, 1))
             goto fail;
     }
+    if (m->is_assistant && bind_masked_head(&b)) goto fail;
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) {
         eli_fail(err, ELI_ERR_OOM, "out of memory");

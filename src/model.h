@@ -79,7 +79,12 @@ typedef struct eli_model {
     eli_weight ple_token_embd, ple_model_proj;
     const float *ple_proj_norm;
     eli_weight nextn_pre_proj, nextn_post_proj; /* assistant: {2*n_embd_out, n_embd}, {n_embd, n_embd_out} */
-    float **owned; /* f32 copies of small tensors, freed with the model */
+    /* assistant's centroid-masked head (E2B/E4B drafters; HF use_ordered_embeddings): the vocabulary in
+     * n_centroids equal clusters; only the tokens of the centroid_top_k best clusters get logits */
+    eli_weight masked_centroids;   /* {n_embd, n_centroids}, or absent */
+    int32_t *masked_ordering;      /* [n_vocab]: cluster c holds ordering[c*V/n_c .. (c+1)*V/n_c) */
+    int n_centroids, centroid_top_k;
+    void **owned; /* copies of small tensors (f32 vectors, the masked ordering), freed with the model */
     size_t n_owned;
     uint64_t weight_bytes; /* bytes of all tensor data in the file */
 } eli_model;

@@ -61,6 +61,11 @@ int eli_matmul_k(eli_pool *pool, const eli_kernels *k, const eli_weight *w, int6
 /* eli_matmul_k with the best kernels for this CPU. */
 int eli_matmul(eli_pool *pool, const eli_weight *w, int64_t mat, const float *x, int64_t T, float *y, eli_buf *scratch);
 
+/* y[i] = dot(row rows[i] of w (first matrix), x) for i < n: one activation row against a gathered set of
+ * weight rows (the drafter's centroid-masked head). Same per-row results as eli_matmul_k. */
+int eli_matmul_rows(eli_pool *pool, const eli_kernels *k, const eli_weight *w, const int32_t *rows, int64_t n,
+                    const float *x, float *y, eli_buf *scratch);
+
 /* Dequantizes row r of matrix mat of w into out (w->cols floats). */
 void eli_weight_row(const eli_weight *w, int64_t mat, int64_t r, float *out);
 

@@ -92,18 +92,20 @@ static void test_checkpoints(void) {
     CHECK(!eli_decode(c, seq + 60, 10, NULL, 0, &err) && !eli_decode(c, seq + 70, 10, la, 1, &err), "recompute + continue");
     CHECK(!eli_decode(f, seq, 70, NULL, 0, &err) && !eli_decode(f, seq + 70, 10, lb, 1, &err), "fresh");
     CHECK(bits_equal(la, lb, (size_t)10 * V), "checkpoint resume == fresh prefill (bitwise, 10 rows)");
-    CHECK(kv->ckpt[0].pos == -1, "the checkpoint at 60 was consumed past 60 and is gone");
+    CHECK(kv->ckpt[0].pos == 60 && kv->n_ckpt_restored == 1, "the checkpoint at 60 stays valid");
 
     /* resume to a point before the checkpoint whose window the checkpoint still holds: no recompute */
     eli_context_reset(c);
     CHECK(!eli_decode(c, seq, 60, NULL, 0, &err), "decode 60");
     eli_slot_checkpoint(c);
     CHECK(!eli_decode(c, seq + 60, 36, NULL, 0, &err), "decode to 96");
-    CHECK(eli_slot_resume(c, 50) == 50, "resume 50 straight from the checkpoint at 60");
-    CHECK(!eli_decode(c, seq + 50, 10, la, 1, &err), "continue at 50");
+    CHECK(eli_slot_resume(c, 50) == -1, "50 needs 35..49: the checkpoint's ring holds 40..59 only");
+    CHECK(eli_slot_resume(c, 57) == 57, "resume 57 straight from the checkpoint at 60");
+    CHECK(kv->ckpt[0].pos == -1, "the checkpoint at 60 is gone after a resume below it");
+    CHECK(!eli_decode(c, seq + 57, 10, la, 1, &err), "continue at 57");
     eli_context_reset(f);
-    CHECK(!eli_decode(f, seq, 50, NULL, 0, &err) && !eli_decode(f, seq + 50, 10, lb, 1, &err), "fresh 50");
-    CHECK(bits_equal(la, lb, (size_t)10 * V), "checkpoint truncated to 50 == fresh");
+    CHECK(!eli_decode(f, seq, 57, NULL, 0, &err) && !eli_decode(f, seq + 57, 10, lb, 1, &err), "fresh 57");
+    CHECK(bits_equal(la, lb, (size_t)10 * V), "checkpoint truncated to 57 == fresh");
 
     /* nothing usable: -1 and the cache unchanged */
     eli_context_reset(c);
@@ -127,7 +129,7 @@ static void test_checkpoints(void) {
     CHECK(kv->ckpt_bytes == 2 * one, "two checkpoints' memory: %zu", kv->ckpt_bytes);
     CHECK((kv->ckpt[0].pos == 60 && kv->ckpt[1].pos == 80) || (kv->ckpt[0].pos == 80 && kv->ckpt[1].pos == 60),
           "the newest two are kept: %d %d", kv->ckpt[0].pos, kv->ckpt[1].pos);
-    CHECK(eli_slot_resume(c, 75) == 60, "nearest <= 75 is 60");
+    CHECK(eli_slot_resume(c, 70) == 60, "the nearest usable one for 70 is 60 (80's ring starts at 60)");
     eli_kv_set_max_checkpoints(kv, 0);
     CHECK(kv->ckpt_bytes == 0 && kv->max_ckpt == 0, "max 0 frees them");
     eli_slot_checkpoint(c);

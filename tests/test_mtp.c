@@ -8,11 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "drafter.h"
 #include "engine.h"
 #include "quants.h"
 #include "speculative.h"
+#include "gguf_writer.h"
 #include "test.h"
 
 static int read_ids(const char *path, int32_t *ids, int cap) {
@@ -193,6 +195,98 @@ static void test_mismatch(const eli_model *target) {
     eli_model_free(other);
 }
 
+/* assistant-mini plus a centroid-masked head: 16 clusters of 64 tokens (a fixed random permutation),
+ * random centroids, top_k clusters kept. Written to a temporary file and loaded. */
+static eli_model *masked_drafter(const eli_model *target, int top_k, char *path, size_t path_cap) {
+    eli_error err = {0};
+    gguf_file *src = gguf_open(eli_shared_path("golden/models/assistant-mini-f32.gguf"), &err);
+    if (!src) return NULL;
+    gw_file w;
+    gw_init(&w);
+    for (uint64_t i = 0; i < gguf_n_kv(src); i++) {
+        const gguf_kv *kv = gguf_kv_at(src, i);
+        gw_value(gw_kv(&w, kv->key, kv->value.type), &kv->value);
+    }
+    gw_kv_u32(&w, "gemma4-assistant.centroid_intermediate_top_k", (uint32_t)top_k);
+    for (uint64_t i = 0; i < gguf_n_tensors(src); i++) {
+        const gguf_tensor *t = gguf_tensor_at(src, i);
+        uint64_t ne[4] = {(uint64_t)t->ne[0], (uint64_t)t->ne[1], (uint64_t)t->ne[2], (uint64_t)t->ne[3]};
+        gw_tensor(&w, t->name, t->type, t->n_dims, ne, t->data, (size_t)t->nbytes);
+    }
+    enum { NC = 16, V = 1024, E = 64 };
+    static float cent[NC * E];
+    static int32_t ord[V];
+    uint64_t st = 12345;
+    for (int i = 0; i < NC * E; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        cent[i] = (float)((double)(st >> 11) / 9007199254740992.0 - 0.5);
+    }
+    for (int i = 0; i < V; i++) ord[i] = i;
+    for (int i = V - 1; i > 0; i--) { /* Fisher-Yates */
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        int j = (int)((st >> 33) % (uint64_t)(i + 1));
+        int32_t x = ord[i];
+        ord[i] = ord[j], ord[j] = x;
+    }
+    const uint64_t ne_c[2] = {E, NC}, ne_o[1] = {V};
+    gw_tensor(&w, "masked_embd_centroids.weight", ELI_TYPE_F32, 2, ne_c, cent, sizeof cent);
+    gw_tensor(&w, "masked_embd_ordering", ELI_TYPE_I32, 1, ne_o, ord, sizeof ord);
+    size_t size;
+    uint8_t *buf = gw_finish(&w, &size);
+    gw_free(&w);
+    gguf_close(src);
+    snprintf(path, path_cap, "/tmp/eli_masked_%d_%ld.gguf", top_k, (long)getpid());
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(buf, 1, size, f) != size) return NULL;
+    fclose(f);
+    free(buf);
+    eli_model *d = eli_model_load(path, &err);
+    if (d && eli_drafter_bind(d, target, &err)) eli_model_free(d), d = NULL;
+    if (!d) fprintf(stderr, "masked drafter: %s\n", err.msg);
+    return d;
+}
+
+/* The masked head scores exactly the tokens of the kept clusters, with the dense head's logits. */
+static void test_masked_head(const eli_model *m, const eli_tokenizer *tok, const eli_model *dense, const int32_t *seq) {
+    char path_all[256], path_4[256];
+    eli_model *all = masked_drafter(m, 16, path_all, sizeof path_all), *four = masked_drafter(m, 4, path_4, sizeof path_4);
+    CHECK(all && four, "masked drafters load");
+    if (all && four) {
+        CHECK(four->n_centroids == 16 && four->centroid_top_k == 4, "centroids %d top %d", four->n_centroids,
+              four->centroid_top_k);
+        eli_context_params cp = eli_context_default_params();
+        cp.n_ctx = 64;
+        eli_error err = {0};
+        eli_context *c = eli_context_create(m, &cp, &err);
+        float *h = malloc(sizeof(float) * 256), *h2 = malloc(sizeof(float) * 256);
+        float *ld = malloc(sizeof(float) * 1024), *la = malloc(sizeof(float) * 1024), *l4 = malloc(sizeof(float) * 1024);
+        eli_outputs o = {NULL, h, 0};
+        eli_decode_ex(c, seq, 40, &o, &err);
+        eli_drafter *dd = eli_drafter_create(dense, m, 64, &err), *da = eli_drafter_create(all, m, 64, &err),
+                    *d4 = eli_drafter_create(four, m, 64, &err);
+        CHECK(!eli_drafter_step(dd, c, seq[40], 40, h, ld, h2, &err), "%s", err.msg);
+        CHECK(!eli_drafter_step(da, c, seq[40], 40, h, la, h2, &err), "%s", err.msg);
+        CHECK(!eli_drafter_step(d4, c, seq[40], 40, h, l4, h2, &err), "%s", err.msg);
+        CHECK(!memcmp(ld, la, sizeof(float) * 1024), "all clusters kept == the dense head, bit for bit");
+        float lo = INFINITY;
+        for (int i = 0; i < 1024; i++) lo = l4[i] < lo ? l4[i] : lo;
+        int kept = 0, same = 0;
+        for (int i = 0; i < 1024; i++)
+            if (l4[i] != lo || ld[i] == lo + 1.0f) kept++, same += l4[i] == ld[i];
+        CHECK(kept == 4 * 64 && same == kept, "top-4 clusters: %d tokens scored (want 256), %d equal to dense", kept, same);
+        eli_drafter_free(dd), eli_drafter_free(da), eli_drafter_free(d4);
+        eli_context_free(c);
+        free(h), free(h2), free(ld), free(la), free(l4);
+        /* speculative decoding with the masked drafter still gives the target's greedy output */
+        int32_t a[64], b[64];
+        CHECK(generate(m, tok, NULL, 0, 0, seq, 20, 48, a, NULL) == 48 && generate(m, tok, four, 4, 0, seq, 20, 48, b, NULL) == 48 &&
+                  !memcmp(a, b, sizeof(int32_t) * 48),
+              "greedy with the masked drafter == without MTP");
+    }
+    eli_model_free(all), eli_model_free(four);
+    unlink(path_all), unlink(path_4);
+}
+
 int main(void) {
     eli_error err = {0};
     eli_model *m = eli_model_load(eli_shared_path("golden/models/e2b-mini-f32.gguf"), &err);
@@ -209,6 +303,7 @@ int main(void) {
     test_reset_keep(m, tok, d, seq);
     test_distribution(m, d, seq);
     test_mismatch(m);
+    test_masked_head(m, tok, d, seq);
     eli_tokenizer_free(tok);
     eli_model_free(d);
     eli_model_free(m);

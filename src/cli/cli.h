@@ -11,6 +11,7 @@ int cli_tokenize(int argc, char **argv);
 int cli_run(int argc, char **argv);
 int cli_chat(int argc, char **argv);
 int cli_chat_template(int argc, char **argv);
+int cli_plan(int argc, char **argv);
 int cli_bench_tokenizer(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_synth(int argc, char **argv);

@@ -21,6 +21,7 @@ static const cli_command commands[] = {
     {"chat", cli_chat, "interactive multi-turn chat"},
     {"tokenize", cli_tokenize, "print the token ids of a text"},
     {"chat-template", cli_chat_template, "print the Gemma 4 prompt for a JSON conversation"},
+    {"plan", cli_plan, "predict resident memory (weights, KV, PLE, scratch, peak RSS) for a context"},
     {"bench-tokenizer", cli_bench_tokenizer, "tokenizer throughput in MB/s over files"},
     {"bench", cli_bench, "measure prefill / decode speed, TTFT, peak RSS and memory bandwidth"},
     {"synth", cli_synth, "write a random-weight Gemma 4 GGUF with the true geometry of a model size"},

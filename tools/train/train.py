@@ -393,6 +393,87 @@ def write_reference_data(text_path, draft_path, vocab, out_prefix, n_draft=3):
     return toks, ids
 
 
+def write_model_readme(m, path, tcfg, dcfg):
+    tr = m["training"]
+    t, d = tr["target"], tr["drafter"]
+    ev = t["eval"]
+    lines = [
+        "# eliza-1-nano",
+        "",
+        "A tiny Gemma 4 \"E-model\" (every E2B/E4B feature) and its gemma4-assistant MTP drafter, trained",
+        "from scratch on CPU by `tools/train/train.py` on the public-domain / free texts of",
+        "`../shared/data/corpus/train` (Austen, World English Bible, FOLDOC, Jargon File, Devil's",
+        "Dictionary, fortunes). It is a demo model: it writes plausible-looking English, not sense.",
+        "",
+        "| file | what | size |",
+        "|---|---|---|",
+    ]
+    for f in m["files"]:
+        lines.append("| `%s` | %s (%s matrices, F32 norms) | %d B |" % (f["path"], f["role"], f["matrix_type"], f["size"]))
+    lines += [
+        "",
+        "## Geometry",
+        "",
+        "Target (`general.architecture = gemma4`): vocab %d (gemma4-format BPE, byte fallback), n_embd %d,"
+        % (tcfg.n_vocab, tcfg.n_embd),
+        "%d layers `%s` (s = sliding window %d, f = full), %d heads, KV heads %s, head dim %d (SWA) / %d (full),"
+        % (tcfg.n_layer, "".join("s" if x else "f" for x in tcfg.swa_pattern), tcfg.n_swa, tcfg.n_head,
+           tcfg.n_head_kv, tcfg.head_dim_swa, tcfg.head_dim_full),
+        "proportional RoPE on full layers (rope_freqs: %d of %d pairs rotate, base 1e6; SWA base 1e4),"
+        % (int(tcfg.head_dim_full * tcfg.partial_rotary_full / 2), tcfg.head_dim_full // 2),
+        "last %d layers KV-shared (read layer %d / %d), n_ff %s (double-wide on the shared layers),"
+        % (tcfg.n_shared_kv, tcfg.kv_source(tcfg.n_layer - 2), tcfg.kv_source(tcfg.n_layer - 1), tcfg.n_ff),
+        "per-layer embeddings %d, learned layer_output_scale, tied head, final softcap %g, context %d"
+        % (tcfg.n_pl, tcfg.softcap, tcfg.context_length),
+        "(trained on %d-token sequences). Parameters: %d." % (t["seq_len"], t["parameters"]),
+        "",
+        "Drafter (`gemma4-assistant`): %d layers `%s`, n_embd %d, embedding_length_out %d, %d heads, n_ff %d,"
+        % (dcfg.n_layer, "".join("s" if x else "f" for x in dcfg.swa_pattern), dcfg.n_embd, dcfg.n_embd_out,
+           dcfg.n_head, dcfg.n_ff[0]),
+        "Q-only layers over the target's KV of layers %d (SWA) and %d (full), own tied head, no softcap."
+        % (tcfg.kv_source(tcfg.n_layer - 2), tcfg.kv_source(tcfg.n_layer - 1)),
+        "Parameters: %d." % d["parameters"],
+        "",
+        "## Training",
+        "",
+        "`%s` (fixed seeds %s; 2 CPU threads shared with other work)." % (tr["command"], tr["seeds"]),
+        "",
+        "- target: %d steps x %d sequences x %d tokens = %d tokens seen (sampling weights %s), AdamW,"
+        % (t["steps"], t["batch"], t["seq_len"], t["tokens_seen"], tr["sampling_weights"]),
+        "  peak lr %g, warmup 40, constant, linear decay over the last steps; wall time %d s." % (t["lr"], t["wall_seconds"]),
+        "- drafter: %d steps x %d sequences; %d draft steps per position with teacher forcing, trained on"
+        % (d["steps"], d["batch"], d["draft_steps"]),
+        "  the frozen target's next-token distributions (soft cross-entropy), its final hidden state and",
+        "  its donor KV, position constant across draft steps (spec 6.5); wall time %d s." % d["wall_seconds"],
+        "",
+        "## Measured (models as stored in the GGUF files)",
+        "",
+        "| text | loss (nats/token) | bits per byte |",
+        "|---|---|---|",
+        "| train: last 50 steps, mean training loss | %.3f | |" % t["final_train_loss_avg50"],
+        "| train: austen5.txt, first chunks | %.3f | %.3f |" % (t["austen5_train_loss"], t["austen5_train_bits_per_byte"]),
+    ]
+    for k, v in ev.items():
+        lines.append("| held out: eval/%s | %.3f | %.3f |" % (k, v["loss_nats_per_token"], v["bits_per_byte"]))
+    lines += [
+        "",
+        "Drafter top-1 agreement with the target's greedy token, per draft step (teacher-forced, held out):",
+        "Persuasion %s, FOLDOC test %s." % (d["top1_agreement_per_step_persuasion"], d["top1_agreement_per_step_foldoc"]),
+        "Greedy speculative decoding with 3 drafted tokens per round on Persuasion prompts: acceptance rate",
+        "%.3f of drafted tokens, %.2f tokens per target verification." % (
+            d["greedy_speculative_acceptance_persuasion"], d["tokens_per_target_round"]),
+        "",
+        "## Greedy samples (target, from `<bos>` + prompt)",
+        "",
+    ]
+    for s in m["samples"]:
+        lines.append("- `%s` -> %s" % (s["prompt"], json.dumps(s["greedy"], ensure_ascii=False)))
+    lines.append("")
+    with open(path + ".tmp", "w") as f:
+        f.write("\n".join(lines))
+    os.replace(path + ".tmp", path)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(ROOT, "models", "eliza-1-nano"))
@@ -454,7 +535,7 @@ def main():
         nll, bpb = eval_bpb(t_st, vocab, os.path.join(CORPUS, "eval", name), max_chunks=a.eval_chunks)
         evals[name] = {"loss_nats_per_token": round(nll, 4), "bits_per_byte": round(bpb, 4)}
         log("eval %s: loss %.4f bpb %.4f" % (name, nll, bpb))
-    tr_nll, tr_bpb = eval_bpb(t_st, vocab, os.path.join(CORPUS, "train", "austen5.txt"), max_chunks=200)
+    tr_nll, tr_bpb = eval_bpb(t_st, vocab, os.path.join(CORPUS, "train", "austen5.txt"), max_chunks=48)
     agree = drafter_eval(t_st, d_st, vocab, os.path.join(CORPUS, "eval", "austen_persuasion.txt"),
                          n_steps=a.draft_steps)
     agree_f = drafter_eval(t_st, d_st, vocab, os.path.join(CORPUS, "eval", "foldoc_test.txt"),
@@ -486,7 +567,8 @@ def main():
                        "parameters": int(sum(p.numel() for p in target.parameters())),
                        "wall_seconds": round(tstate["seconds"]),
                        "final_train_loss_avg50": round(float(np.mean(tstate["log"][-50:])), 4),
-                       "austen5_train_loss_200chunks": round(tr_nll, 4),
+                       "austen5_train_loss": round(tr_nll, 4),
+                       "austen5_train_chunks": 48,
                        "austen5_train_bits_per_byte": round(tr_bpb, 4),
                        "eval": evals},
             "drafter": {"steps": dstate["step"], "batch": a.draft_batch, "draft_steps": a.draft_steps,
@@ -510,6 +592,7 @@ def main():
         f.write("\n")
     os.replace(mpath + ".tmp", mpath)
     log("wrote %s" % mpath)
+    write_model_readme(manifest, os.path.join(a.out, "README.md"), target.cfg, drafter.cfg)
     print(json.dumps(manifest["training"], indent=1))
 
 
