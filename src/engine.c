@@ -212,8 +212,9 @@ static void deliver_text(eli_gen *g, char *out, size_t cap) {
     size_t n = g->n_carry < cap - 1 ? g->n_carry : cap - 1;
     if (n < g->n_carry)
         while (n > 0 && ((unsigned char)g->carry[n] & 0xC0) == 0x80) n--; /* never split a character */
-    memcpy(out, g->carry, n);
     out[n] = '\0';
+    if (!n) return;
+    memcpy(out, g->carry, n);
     memmove(g->carry, g->carry + n, g->n_carry - n);
     g->n_carry -= n;
 }

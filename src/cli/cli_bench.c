@@ -4,7 +4,9 @@
  * token, since the batch returns the logits of its last position). Decode: n tokens one at a time after
  * D tokens already in the cache (tok/s). Weight bytes, the bytes a decode step reads (every matrix once,
  * one row of each embedding table, plus the K/V it attends to), the achieved GB/s, and a memory-read
- * bandwidth probe with the same thread count (the roofline). Peak RSS from getrusage and VmHWM. */
+ * bandwidth probe with the same thread count (the roofline). Peak RSS from getrusage and VmHWM.
+ * With --draft FILE (a gemma4-assistant drafter), also greedy generation of n tokens from a real text
+ * prompt with and without MTP: tok/s of both, the speedup, acceptance and the window the run settled on. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,10 +17,10 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "drafter.h"
+#include "engine.h"
 #include "forward.h"
-#ifndef ELI_BENCH_BASELINE
 #include "kernels.h"
-#endif
 #include "quants.h"
 #include "threadpool.h"
 
@@ -34,7 +36,9 @@ static int usage(void) {
                     "  -p N         prompt tokens for the prefill measurement (0 = skip)\n"
                     "  -n N         tokens decoded one at a time (0 = skip)\n"
                     "  --depth D    tokens already in the KV cache when decoding starts\n"
-                    "  --reference  scalar reference kernels (the \"reference\" backend)\n");
+                    "  --reference  scalar reference kernels (the \"reference\" backend)\n"
+                    "  --draft FILE MTP: greedy generation with and without this drafter (--draft-max N, default 6;\n"
+                    "               --prompt-file F, default a built-in English paragraph)\n");
     return 2;
 }
 
@@ -134,10 +138,107 @@ static double decode_bytes(const eli_model *m, int64_t depth, uint32_t kv_type) 
     return b;
 }
 
+/* ---- MTP: greedy generation with and without the drafter ---- */
+
+static const char default_prompt[] =
+    "It was a bright cold morning in the early spring, and the road that ran along the river was still wet from the "
+    "night's rain. The old house at the end of it had stood empty for many years, and the people of the village said";
+
+typedef struct {
+    int64_t prompt_tokens, drafted, accepted, rounds;
+    double plain_tps, mtp_tps, speedup;
+    int window, identical;
+} mtp_result;
+
+/* Generates n tokens greedily; returns tok/s of the generation (prefill excluded), or < 0 on error. */
+static double timed_generation(const eli_model *m, const eli_tokenizer *tok, const eli_gen_params *p, const int32_t *ids,
+                               size_t n_ids, int32_t *out, int64_t n, eli_spec_stats *stats) {
+    eli_error err = {0};
+    eli_gen *g = eli_gen_create(m, tok, p, &err);
+    if (!g || eli_gen_prefill(g, ids, n_ids, NULL, &err)) {
+        cli_die("%s", err.msg);
+        eli_gen_free(g);
+        return -1;
+    }
+    int64_t got = 0;
+    double t = now_s();
+    for (int r = 0; r == 0 && got < n;) {
+        int32_t step[65];
+        size_t k;
+        r = eli_gen_next(g, step, 65, &k, NULL, 0, NULL, NULL, NULL, &err);
+        if (r < 0) {
+            cli_die("%s", err.msg);
+            eli_gen_free(g);
+            return -1;
+        }
+        for (size_t i = 0; i < k && got < n; i++) out[got++] = step[i];
+    }
+    t = now_s() - t;
+    if (stats) *stats = eli_gen_spec_stats(g);
+    eli_gen_free(g);
+    for (int64_t i = got; i < n; i++) out[i] = -1; /* an early end of generation */
+    return (double)got / t;
+}
+
+static int bench_mtp(const eli_model *m, const char *draft_path, const char *prompt_file, int64_t n, int draft_max,
+                     const eli_context_params *cp, mtp_result *res) {
+    eli_error err = {0};
+    eli_tokenizer *tok = eli_tokenizer_load(m->file, &err);
+    if (!tok) return cli_die("--draft needs the model's tokenizer: %s", err.msg);
+    eli_model *d = eli_model_load(draft_path, &err);
+    if (!d || eli_drafter_bind(d, m, &err)) {
+        eli_model_free(d);
+        eli_tokenizer_free(tok);
+        return cli_die("%s", err.msg);
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if (prompt_file) {
+        FILE *f = fopen(prompt_file, "rb");
+        if (!f) return cli_die("cannot open '%s'", prompt_file);
+        text = malloc(1 << 16);
+        len = text ? fread(text, 1, (1 << 16) - 1, f) : 0;
+        fclose(f);
+    }
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    int rc = eli_tokenize(tok, text ? text : default_prompt, text ? len : strlen(default_prompt), 1, 0, &ids, &n_ids, &err);
+    free(text);
+    int32_t *a = malloc(sizeof(int32_t) * (size_t)n), *b = malloc(sizeof(int32_t) * (size_t)n);
+    if (rc || !a || !b) {
+        cli_die("%s", rc ? err.msg : "out of memory");
+        rc = 1;
+    } else {
+        eli_gen_params p = eli_gen_default_params();
+        p.ctx = *cp;
+        p.ctx.n_ctx = (int64_t)n_ids + n + draft_max + 2;
+        if (p.ctx.n_ctx > m->hp.n_ctx_train) p.ctx.n_ctx = m->hp.n_ctx_train;
+        p.sampling.temperature = 0;
+        p.max_tokens = n;
+        eli_spec_stats st;
+        res->prompt_tokens = (int64_t)n_ids;
+        res->plain_tps = timed_generation(m, tok, &p, ids, n_ids, a, n, NULL);
+        p.draft = d, p.draft_min = 1, p.draft_max = draft_max;
+        res->mtp_tps = res->plain_tps > 0 ? timed_generation(m, tok, &p, ids, n_ids, b, n, &st) : -1;
+        rc = res->plain_tps < 0 || res->mtp_tps < 0;
+        if (!rc) {
+            res->speedup = res->mtp_tps / res->plain_tps;
+            res->drafted = st.drafted, res->accepted = st.accepted, res->rounds = st.rounds, res->window = st.window;
+            res->identical = !memcmp(a, b, sizeof(int32_t) * (size_t)n);
+        }
+    }
+    free(a), free(b), free(ids);
+    eli_model_free(d);
+    eli_tokenizer_free(tok);
+    return rc;
+}
+
 int cli_bench(int argc, char **argv) {
     const char *path = NULL;
     long long p = 512, n = 128, threads = 0, depth = 0;
     int json = 0, reference = 0;
+    const char *draft_path = NULL, *prompt_file = NULL;
+    long long draft_max = 6;
     uint32_t kv = ELI_TYPE_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -148,6 +249,9 @@ int cli_bench(int argc, char **argv) {
         else if (!strcmp(a, "-t")) { if (cli_parse_int("-t", i + 1 < argc ? argv[++i] : NULL, 0, 1024, &threads)) return 2; }
         else if (!strcmp(a, "--depth")) { if (cli_parse_int("--depth", i + 1 < argc ? argv[++i] : NULL, 0, 1 << 22, &depth)) return 2; }
         else if (!strcmp(a, "--kv")) { if (cli_parse_kv_type(i + 1 < argc ? argv[++i] : NULL, &kv)) return 2; }
+        else if (!strcmp(a, "--draft")) draft_path = i + 1 < argc ? argv[++i] : NULL;
+        else if (!strcmp(a, "--prompt-file")) prompt_file = i + 1 < argc ? argv[++i] : NULL;
+        else if (!strcmp(a, "--draft-max")) { if (cli_parse_int("--draft-max", i + 1 < argc ? argv[++i] : NULL, 1, 64, &draft_max)) return 2; }
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--reference")) reference = 1;
         else return cli_die("bench: unknown option '%s'", a), usage();
@@ -170,13 +274,8 @@ int cli_bench(int argc, char **argv) {
     cp.n_ubatch = 512;
     cp.kv_type = kv;
     cp.n_threads = (int)threads;
-#ifndef ELI_BENCH_BASELINE
     cp.reference_kernels = reference;
     const char *kname = reference ? eli_kernels_reference()->name : eli_kernels_best()->name;
-#else
-    const char *kname = "baseline";
-    (void)reference;
-#endif
     if (cp.n_ctx > hp->n_ctx_train) {
         eli_model_free(m);
         return cli_die("bench: %lld positions exceed the model's context of %d", (long long)cp.n_ctx, hp->n_ctx_train);
@@ -219,6 +318,15 @@ int cli_bench(int argc, char **argv) {
         eli_model_free(m);
         return cli_die("decode: %s", err.msg);
     }
+    mtp_result mtp = {0};
+    if (draft_path && n > 0) {
+        eli_context_free(c), c = NULL; /* free its memory before the generation runs */
+        if (bench_mtp(m, draft_path, prompt_file, n, (int)draft_max, &cp, &mtp)) {
+            free(toks), free(logits);
+            eli_model_free(m);
+            return 1;
+        }
+    }
     const double bytes_tok = decode_bytes(m, depth + n / 2, kv);
     const long rss = peak_rss_kb(); /* before the probe's buffer */
     const double bw = bandwidth_probe((int)threads);
@@ -229,10 +337,19 @@ int cli_bench(int argc, char **argv) {
                "\"n_gen\": %lld, \"depth\": %lld, \"load_s\": %.4f, \"prefill_tok_s\": %.3f, \"ttft_ms\": %.3f, "
                "\"decode_tok_s\": %.3f, \"decode_ms_per_tok\": %.3f, \"weight_bytes\": %llu, "
                "\"decode_bytes_per_tok\": %.0f, \"decode_gb_s\": %.3f, \"probe_gb_s\": %.3f, "
-               "\"roofline_fraction\": %.4f, \"peak_rss_kb\": %ld}\n",
+               "\"roofline_fraction\": %.4f, \"peak_rss_kb\": %ld",
                path, kname, threads, eli_type_name(kv), p, n, depth, load_s, pp_tps, pp_s * 1e3, tg_tps,
                n > 0 ? tg_s * 1e3 / (double)n : 0, (unsigned long long)m->weight_bytes, bytes_tok, gbs, bw,
                bw > 0 ? gbs / bw : 0, rss);
+        if (mtp.rounds || mtp.plain_tps > 0)
+            printf(", \"mtp\": {\"drafter\": \"%s\", \"prompt_tokens\": %lld, \"plain_tok_s\": %.3f, \"mtp_tok_s\": %.3f, "
+                   "\"speedup\": %.4f, \"drafted\": %lld, \"accepted\": %lld, \"acceptance\": %.4f, "
+                   "\"tokens_per_round\": %.4f, \"window\": %d, \"identical\": %s}",
+                   draft_path, (long long)mtp.prompt_tokens, mtp.plain_tps, mtp.mtp_tps, mtp.speedup, (long long)mtp.drafted,
+                   (long long)mtp.accepted, mtp.drafted ? (double)mtp.accepted / (double)mtp.drafted : 0,
+                   mtp.rounds ? (double)(mtp.accepted + mtp.rounds) / (double)mtp.rounds : 0, mtp.window,
+                   mtp.identical ? "true" : "false");
+        printf("}\n");
     } else {
         printf("model            %s\n", path);
         printf("kernels          %s, %lld threads, %s KV cache\n", kname, threads, eli_type_name(kv));
@@ -244,9 +361,18 @@ int cli_bench(int argc, char **argv) {
         printf("decode bytes/tok %10.1f MiB\n", bytes_tok / 1048576.0);
         printf("decode bandwidth %10.2f GB/s   (probe %.2f GB/s, %.0f%% of it)\n", gbs, bw, bw > 0 ? 100 * gbs / bw : 0);
         printf("peak RSS         %10.1f MiB\n", (double)rss / 1024.0);
+        if (mtp.plain_tps > 0) {
+            printf("MTP greedy tg%-4lld  plain %.2f tok/s, MTP %.2f tok/s: %.2fx (%lld-token text prompt)\n", n,
+                   mtp.plain_tps, mtp.mtp_tps, mtp.speedup, (long long)mtp.prompt_tokens);
+            printf("MTP drafts       %lld drafted, %lld accepted (%.1f%%), %.2f tokens per round, window %d, output %s\n",
+                   (long long)mtp.drafted, (long long)mtp.accepted,
+                   mtp.drafted ? 100.0 * (double)mtp.accepted / (double)mtp.drafted : 0.0,
+                   mtp.rounds ? (double)(mtp.accepted + mtp.rounds) / (double)mtp.rounds : 0.0, mtp.window,
+                   mtp.identical ? "identical" : "DIFFERS");
+        }
     }
     free(toks), free(logits);
     eli_context_free(c);
     eli_model_free(m);
-    return 0;
+    return mtp.plain_tps > 0 && !mtp.identical ? 1 : 0;
 }
