@@ -1,6 +1,7 @@
 /* Backend registry and selection (see backend.h). */
 #include "backend.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,7 +32,10 @@ const eli_backend *eli_backend_select(const char *bundle_dir, eli_error *err) {
             }
             return *b;
         }
-        eli_fail(err, ELI_ERR_INVALID_ARG, "ELIZA_LLM_BACKEND=%s: no such backend (registered: builtin, reference)", want);
+        char names[256] = "";
+        for (const eli_backend *const *b = registry; *b; b++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", b == registry ? "" : ", ", (*b)->name);
+        eli_fail(err, ELI_ERR_INVALID_ARG, "ELIZA_LLM_BACKEND=%s: no such backend (registered: %s)", want, names);
         return NULL;
     }
     const eli_backend *best = NULL;
