@@ -445,6 +445,8 @@ eli_model *eli_model_from_gguf(gguf_file *f, eli_error *err) {
         goto fail;
     }
     if (load_hparams(m, err, &n_ff, &n_head, &n_kv, &swa)) goto fail;
+    const gguf_tensor *ple_t = gguf_find_tensor(f, "per_layer_token_embd.weight");
+    if (ple_t) advise_random(ple_t->data, (size_t)ple_t->nbytes); /* before anything reads the mapping around it */
 
     /* The vocabulary size comes from the embedding table. */
     const gguf_tensor *te = find_tensor(&b, "token_embd.weight", 1);
@@ -464,7 +466,6 @@ eli_model *eli_model_from_gguf(gguf_file *f, eli_error *err) {
     if (hp->n_pl) {
         const int64_t W = (int64_t)hp->n_pl * hp->n_layer;
         if (bind_matrix(&b, &m->ple_token_embd, "per_layer_token_embd.weight", 1, W, hp->n_vocab, 1)) goto fail;
-        advise_random(m->ple_token_embd.data, (size_t)hp->n_vocab * m->ple_token_embd.row_bytes);
         if (bind_matrix(&b, &m->ple_model_proj, "per_layer_model_proj.weight", 1, hp->n_embd, W, 1)) goto fail;
         if (bind_vector(&b, &m->ple_proj_norm, "per_layer_proj_norm.weight", 1, hp->n_pl)) goto fail;
     }

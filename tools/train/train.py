@@ -270,7 +270,7 @@ def train_drafter(target, toks, a, work):
     while state["step"] < a.drafter_steps:
         step = state["step"]
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, a.drafter_steps, a.draft_lr, a.warmup, a.draft_decay_steps)
+            g["lr"] = lr_at(step, a.drafter_steps, a.draft_lr, a.draft_warmup, a.draft_decay_steps)
         x = sampler.batch(a.draft_batch)
         loss, accs = drafter_loss(target, d, x, a.draft_steps, return_acc=True)
         opt.zero_grad(set_to_none=True)
@@ -485,11 +485,12 @@ def main():
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--warmup", type=int, default=40)
-    ap.add_argument("--decay-steps", type=int, default=80)
-    ap.add_argument("--draft-decay-steps", type=int, default=40)
-    ap.add_argument("--target-steps", type=int, default=450)
-    ap.add_argument("--drafter-steps", type=int, default=200)
-    ap.add_argument("--draft-batch", type=int, default=8)
+    ap.add_argument("--decay-steps", type=int, default=25)
+    ap.add_argument("--draft-decay-steps", type=int, default=20)
+    ap.add_argument("--draft-warmup", type=int, default=10)
+    ap.add_argument("--target-steps", type=int, default=150)
+    ap.add_argument("--drafter-steps", type=int, default=80)
+    ap.add_argument("--draft-batch", type=int, default=4)
     ap.add_argument("--draft-lr", type=float, default=3e-3)
     ap.add_argument("--draft-steps", type=int, default=3)
     ap.add_argument("--ckpt-every", type=int, default=25)
