@@ -200,6 +200,7 @@ int eli_gen_prefill(eli_gen *g, const int32_t *ids, size_t n, const atomic_int *
         return rc;
     }
     g->pending = 0;
+    eli_slot_checkpoint(g->ctx); /* the end of a prompt: where the next turn's reset_keep usually lands */
     return ELI_OK;
 }
 
