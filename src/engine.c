@@ -176,12 +176,13 @@ static int ensure_logits(eli_gen *g, const atomic_int *cancel, eli_error *err) {
 
 int eli_gen_prefill(eli_gen *g, const int32_t *ids, size_t n, const atomic_int *cancel, eli_error *err) {
     const int V = g->m->hp.n_vocab;
+    /* the size first (in size_t: a huge n must not wrap), so no id beyond the context is ever read */
+    if (n > (size_t)(eli_context_n_ctx(g->ctx) - g->n_tokens))
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "context overflow: %zu tokens after %lld exceed the context of %lld", n,
+                        (long long)g->n_tokens, (long long)eli_context_n_ctx(g->ctx));
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= V)
             return eli_fail(err, ELI_ERR_INVALID_ARG, "token id %d at index %zu is outside the vocabulary [0, %d)", ids[i], i, V);
-    if ((int64_t)n > eli_context_n_ctx(g->ctx) - g->n_tokens)
-        return eli_fail(err, ELI_ERR_INVALID_ARG, "context overflow: %zu tokens after %lld exceed the context of %lld", n,
-                        (long long)g->n_tokens, (long long)eli_context_n_ctx(g->ctx));
     g->done = 0;
     g->n_generated = 0;
     if (n == 0) return ELI_OK;

@@ -453,13 +453,13 @@ static int forward_ubatch(eli_context *c, const int32_t *tokens, int64_t T, floa
 int eli_decode_ex(eli_context *c, const int32_t *tokens, int64_t n, const eli_outputs *out, eli_error *err) {
     const eli_hparams *hp = &c->m->hp;
     if (n < 0 || (n > 0 && !tokens)) return eli_fail(err, ELI_ERR_INVALID_ARG, "invalid token array");
+    if (n > c->n_ctx - c->n_past)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "context overflow: %lld tokens at position %lld exceed n_ctx %lld",
+                        (long long)n, (long long)c->n_past, (long long)c->n_ctx);
     for (int64_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
             return eli_fail(err, ELI_ERR_INVALID_ARG, "token id %d at index %lld is outside the vocabulary [0, %d)",
                             tokens[i], (long long)i, hp->n_vocab);
-    if (n > c->n_ctx - c->n_past)
-        return eli_fail(err, ELI_ERR_INVALID_ARG, "context overflow: %lld tokens at position %lld exceed n_ctx %lld",
-                        (long long)n, (long long)c->n_past, (long long)c->n_ctx);
     const eli_outputs none = {NULL, NULL, 0};
     if (!out) out = &none;
     for (int64_t done = 0; done < n;) {
