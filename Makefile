@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CC ?= cc
 
-.PHONY: all deps test asan clang run install clean
+.PHONY: all deps test asan clang run install clean cross-aarch64
 PREFIX ?= /usr/local
 
 all:
@@ -28,8 +28,13 @@ clang: deps
 	@cmake --build build-clang -j $(JOBS)
 	cd build-clang && ctest --output-on-failure -j $(JOBS)
 
+# aarch64 cross build (gcc-aarch64-linux-gnu, libc6-dev-arm64-cross) with the kernel tests run under
+# qemu-aarch64 (qemu-user) as a Cortex-A53 (plain NEON) and as "max" (NEON + dotprod).
+cross-aarch64:
+	tests/cross/run-aarch64.sh
+
 install: all
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD) build-asan build-clang
+	rm -rf $(BUILD) build-asan build-clang build-aarch64

@@ -8,7 +8,14 @@
 #include "cpu.h"
 
 /* kernels_avx2.c: data only, its functions may be called only after the CPUID check below */
+#if defined(__x86_64__) || defined(__i386__)
 extern const eli_kernels eli_kernels_avx2_table;
+#endif
+/* kernels_neon.c (aarch64 only): data, plus the dotprod probe (getauxval HWCAP_ASIMDDP) */
+#if defined(__aarch64__)
+extern const eli_kernels eli_kernels_neon_table, eli_kernels_neon_dotprod_table;
+int eli_kernels_neon_has_dotprod(void);
+#endif
 
 static float ref_dot_f32(int64_t n, const float *a, const float *b) {
     float s = 0.0f;
@@ -34,7 +41,7 @@ static void ref_scale_f32(int64_t n, float a, float *y) {
     for (int64_t i = 0; i < n; i++) y[i] *= a;
 }
 
-static eli_kernels ref_table, avx2_table, *best_table;
+static eli_kernels ref_table, avx2_table, neon_table, neon_dp_table, *best_table;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
 /* dst = base with every non-NULL entry of over applied */
@@ -46,6 +53,8 @@ static void overlay(eli_kernels *dst, const eli_kernels *base, const eli_kernels
             dst->vec_dot[t] = over->vec_dot[t];
             dst->vec_dot_nr[t] = over->vec_dot_nr[t];
             dst->nr[t] = over->vec_dot_nr[t] ? over->nr[t] : 1;
+            dst->gemm[t] = over->gemm[t];
+            dst->gemm_nr[t] = over->gemm[t] ? over->gemm_nr[t] : 0;
         }
         if (over->quantize[t]) dst->quantize[t] = over->quantize[t];
     }
@@ -74,12 +83,28 @@ static void init_tables(void) {
     best_table = &ref_table;
 
     const eli_cpu_features *f = eli_cpu_get();
+#if defined(__x86_64__) || defined(__i386__)
     if (eli_kernels_avx2_table.name && f->avx2 && f->fma && f->f16c) {
         overlay(&avx2_table, &ref_table, &eli_kernels_avx2_table);
         best_table = &avx2_table;
     }
+#endif
+#if defined(__aarch64__)
+    if (eli_kernels_neon_table.name && f->neon) {
+        overlay(&neon_table, &ref_table, &eli_kernels_neon_table);
+        best_table = &neon_table;
+        if (eli_kernels_neon_dotprod_table.name && eli_kernels_neon_has_dotprod()) {
+            overlay(&neon_dp_table, &ref_table, &eli_kernels_neon_dotprod_table);
+            best_table = &neon_dp_table;
+        }
+    }
+#endif
+    (void)f;
+    /* ELI_KERNELS=<name> picks that table when this CPU can run it */
     const char *env = getenv("ELI_KERNELS");
-    if (env && !strcmp(env, "reference")) best_table = &ref_table;
+    eli_kernels *const all[] = {&ref_table, &avx2_table, &neon_table, &neon_dp_table};
+    for (size_t i = 0; env && i < sizeof all / sizeof all[0]; i++)
+        if (all[i]->name && !strcmp(env, all[i]->name)) best_table = all[i];
 }
 
 const eli_kernels *eli_kernels_reference(void) {
@@ -90,6 +115,25 @@ const eli_kernels *eli_kernels_reference(void) {
 const eli_kernels *eli_kernels_avx2(void) {
     pthread_once(&tables_once, init_tables);
     return avx2_table.name ? &avx2_table : NULL;
+}
+
+const eli_kernels *eli_kernels_neon(void) {
+    pthread_once(&tables_once, init_tables);
+    return neon_table.name ? &neon_table : NULL;
+}
+
+const eli_kernels *eli_kernels_neon_dotprod(void) {
+    pthread_once(&tables_once, init_tables);
+    return neon_dp_table.name ? &neon_dp_table : NULL;
+}
+
+int eli_kernels_all(const eli_kernels **out, int cap) {
+    pthread_once(&tables_once, init_tables);
+    const eli_kernels *all[] = {&ref_table, &avx2_table, &neon_table, &neon_dp_table};
+    int n = 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]->name && n < cap) out[n++] = all[i];
+    return n;
 }
 
 const eli_kernels *eli_kernels_best(void) {

@@ -2,8 +2,9 @@
  *
  * eli_kernels_reference() is the scalar code of quants.c (plus plain loops for attention): the "reference"
  * backend. eli_kernels_best() picks the fastest table this CPU supports (CPUID, see cpu.h): AVX2+FMA+F16C
- * when present, else the reference. The environment variable ELI_KERNELS=reference|avx2 overrides the
- * choice (a table the CPU cannot run is never chosen).
+ * when present; on aarch64 NEON with dotprod (HWCAP_ASIMDDP) when present, else plain NEON; else the
+ * reference. The environment variable ELI_KERNELS=reference|avx2|neon|neon-dotprod overrides the choice
+ * (a table the CPU cannot run is never chosen).
  *
  * Contract, tested by tests/test_kernels.c on random data:
  *  - quantize[act] produces the same bytes as the reference quantizer of that activation format;
@@ -11,7 +12,10 @@
  *    same integer sums and the same float operations in the same order per block;
  *  - vec_dot of F32 / F16 / BF16 may reorder the (double) accumulation: normalised MSE <= 1e-7;
  *  - vec_dot_nr computes nr rows at once and returns, for each row, exactly what vec_dot returns for
- *    it, so the grouping of rows (which depends on the thread split) never changes a result. */
+ *    it, so the grouping of rows (which depends on the thread split) never changes a result;
+ *  - gemm (the prefill microkernel) computes a tile of nr rows x nt tokens, unpacking each weight block
+ *    once for all the tile's tokens, and returns for every (row, token) exactly what vec_dot returns,
+ *    so neither the tiling nor the thread split changes a result. */
 #ifndef ELI_KERNELS_H
 #define ELI_KERNELS_H
 
@@ -21,9 +25,14 @@
 #include "quants.h"
 
 #define ELI_KERNEL_MAX_NR 8
+#define ELI_KERNEL_MAX_NT 16 /* tokens per gemm call */
 
 /* s[i] = dot(row i of x, y) for i < nr; rows are bx bytes apart; y is in the weight's vec_dot_type. */
 typedef void (*eli_vec_dot_nr_fn)(int64_t n, int nr, const void *x, size_t bx, const void *y, float *s);
+/* s[t * bs + i] = dot(row i of x, token t of y) for i < nr (<= gemm_nr), t < nt (<= ELI_KERNEL_MAX_NT);
+ * rows are bx bytes apart, tokens (in the weight's vec_dot_type) by bytes apart. */
+typedef void (*eli_gemm_fn)(int64_t n, int nr, int nt, const void *x, size_t bx, const void *y, size_t by, float *s,
+                            size_t bs);
 
 typedef struct eli_kernels {
     const char *name;
@@ -31,6 +40,8 @@ typedef struct eli_kernels {
     eli_vec_dot_fn vec_dot[ELI_TYPE_COUNT];
     eli_vec_dot_nr_fn vec_dot_nr[ELI_TYPE_COUNT]; /* NULL = call vec_dot per row */
     int nr[ELI_TYPE_COUNT];                       /* rows per vec_dot_nr call (<= ELI_KERNEL_MAX_NR) */
+    eli_gemm_fn gemm[ELI_TYPE_COUNT];             /* NULL = none (vec_dot_nr per token) */
+    int gemm_nr[ELI_TYPE_COUNT];                  /* rows per gemm call (<= ELI_KERNEL_MAX_NR) */
     /* per activation type (Q8_0, Q8_1, Q8_K, F16, BF16): f32 row -> that format */
     eli_quantize_fn quantize[ELI_TYPE_COUNT];
     /* attention helpers (n floats) */
@@ -45,5 +56,11 @@ const eli_kernels *eli_kernels_reference(void);
 const eli_kernels *eli_kernels_best(void);
 /* The AVX2 table, or NULL when not compiled in or the CPU lacks AVX2/FMA/F16C. */
 const eli_kernels *eli_kernels_avx2(void);
+/* The aarch64 NEON tables (kernels_neon.c): plain NEON, NULL when not an aarch64 build; the one using the
+ * dotprod instructions (SDOT), NULL unless the CPU has them. */
+const eli_kernels *eli_kernels_neon(void);
+const eli_kernels *eli_kernels_neon_dotprod(void);
+/* Every table this CPU can run, the reference first, into out (at most cap); returns how many. */
+int eli_kernels_all(const eli_kernels **out, int cap);
 
 #endif

@@ -12,6 +12,8 @@
  *    elements whose index is l mod 8, then 8 float lane sums. The SIMD code reproduces those lanes: both
  *    operands are permuted (per 32 bytes) so that byte 4l+k holds element l+8k; maddubs then pairs
  *    elements of the same lane and madd yields the 8 lane sums in order.
+ * The prefill microkernels (gemm_*) unpack each weight block once for a tile of 4 rows x up to 16 tokens
+ * and keep these exact per-(row, token) chains, vectorised across the tile's (row, token) pairs.
  * Float contraction is off (as in quants.c): a*b+c must not become an FMA in the exact paths. */
 #if defined(__FAST_MATH__)
 #error "kernels_avx2.c must not be built with -ffast-math"
@@ -533,6 +535,330 @@ static float vec_dot_q6_K(int64_t n, const void *vx, const void *vy) {
 }
 
 /* ---------------------------------------------------------------------------------------------------
+ * prefill microkernels (gemm): GEMM_RM weight rows x up to ELI_KERNEL_MAX_NT tokens per call
+ *
+ * Each weight block is unpacked once per call and multiplied with every token of the tile. Results are
+ * bit-identical to the one-row kernels above (kernels.h): per (row, token) the same integer sums (any
+ * order) and the same float operations in the same order. The float work is vectorised across
+ * (row, token) pairs instead of across blocks: lane 4u + r of a vector belongs to row r and token 2p + u
+ * of token pair p, and every lane performs exactly the one-row kernel's scalar chain.
+ * Rows past nr and the token past an odd nt repeat the last valid one (memory that exists); their
+ * results are computed like any other and dropped.
+ * ------------------------------------------------------------------------------------------------- */
+
+#define GEMM_RM 4
+#define GEMM_NP (ELI_KERNEL_MAX_NT / 2) /* token pairs per call */
+
+/* the 8 sums of 16 int16 of v0..v7 as [sum(v0), ..., sum(v7)] int32; exact when each true sum fits int16
+ * (hadd wraps, so partial sums may wrap) */
+static inline __m256i hsum8_epi16(const __m256i v[8]) {
+    const __m256i a = _mm256_hadd_epi16(v[0], v[1]);
+    const __m256i b = _mm256_hadd_epi16(v[2], v[3]);
+    const __m256i c = _mm256_hadd_epi16(v[4], v[5]);
+    const __m256i d = _mm256_hadd_epi16(v[6], v[7]);
+    const __m256i e = _mm256_hadd_epi16(_mm256_hadd_epi16(a, b), _mm256_hadd_epi16(c, d));
+    return _mm256_cvtepi16_epi32(_mm_add_epi16(_mm256_castsi256_si128(e), _mm256_extracti128_si256(e, 1)));
+}
+
+static inline int ld_u16(const void *p) {
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return h;
+}
+
+/* [f(p0), f(p1), f(p2), f(p3)] twice: the fp16 at p0..p3 (one per row) for both tokens of a pair */
+static inline __m256 h_rows(const void *p0, const void *p1, const void *p2, const void *p3) {
+    __m128i v = _mm_cvtsi32_si128(ld_u16(p0));
+    v = _mm_insert_epi16(v, ld_u16(p1), 1);
+    v = _mm_insert_epi16(v, ld_u16(p2), 2);
+    v = _mm_insert_epi16(v, ld_u16(p3), 3);
+    const __m128 f = _mm_cvtph_ps(v);
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(f), f, 1);
+}
+
+/* [f(pa) x4, f(pb) x4]: the fp16 of the two tokens of a pair, once per row */
+static inline __m256 h_toks(const void *pa, const void *pb) {
+    return _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm_set1_epi16((short)ld_u16(pa)), _mm_set1_epi16((short)ld_u16(pb))));
+}
+
+static inline __m256 f_toks(float a, float b) { return _mm256_insertf128_ps(_mm256_set1_ps(a), _mm_set1_ps(b), 1); }
+
+/* store the pair vectors acc[0..np) of a 32-block kernel: s[t * bs + r] = lane 4(t % 2) + r of acc[t / 2] */
+static inline void gemm_store(const __m256 *acc, int nr, int nt, float *s, size_t bs) {
+    for (int t = 0; t < nt; t++) {
+        float o[8];
+        _mm256_storeu_ps(o, acc[t / 2]);
+        for (int r = 0; r < nr; r++) s[(size_t)t * bs + r] = o[4 * (t % 2) + r];
+    }
+}
+
+/* 32-element blocks. Per format: GX(xb) the prepared weight block (a = unsigned operand, b = sign source),
+ * GY(yb) the prepared activation block (q = quants, o = offset), GP(x, y) the 8 int32 (TREE32) or 16 int16
+ * (TREE16) partial sums of one pair. */
+typedef struct {
+    __m256i a, b;
+} gx_t;
+typedef struct {
+    __m256i q, o;
+} gy_t;
+
+/* Q4_0: u = nibble in [0, 15]; (u - 8) * y pair sums = maddubs(u, y) - maddubs(8, y), exact int16; a block
+ * sum is at most 32 * 8 * 127 in magnitude (the Q8_0 quantizer never yields -128): int16 tree */
+static inline gx_t gx_q4_0(const eli_block_q4_0 *x) {
+    const gx_t g = {nibbles32(x->qs), _mm256_setzero_si256()};
+    return g;
+}
+static inline gy_t gy_off8(const eli_block_q8_0 *y) {
+    const __m256i q = loadu256(y->qs);
+    const gy_t g = {q, _mm256_maddubs_epi16(_mm256_set1_epi8(8), q)};
+    return g;
+}
+#define GP_Q4_0(x, y) _mm256_sub_epi16(_mm256_maddubs_epi16((x).a, (y).q), (y).o)
+
+/* Q8_0: |x| * (sign(x) y) */
+static inline gx_t gx_q8_0(const eli_block_q8_0 *x) {
+    const __m256i q = loadu256(x->qs);
+    const gx_t g = {_mm256_sign_epi8(q, q), q};
+    return g;
+}
+static inline gy_t gy_plain_q8_0(const eli_block_q8_0 *y) {
+    const gy_t g = {loadu256(y->qs), _mm256_setzero_si256()};
+    return g;
+}
+#define GP_Q8_0(x, y) _mm256_madd_epi16(_mm256_maddubs_epi16((x).a, _mm256_sign_epi8((y).q, (x).b)), _mm256_set1_epi16(1))
+
+/* Q5_0: u = nibble | bit4 << 4 in [0, 31]; (u - 16) * y = maddubs(u, y) - maddubs(16, y) */
+static inline gx_t gx_q5_0(const eli_block_q5_0 *x) {
+    const gx_t g = {_mm256_or_si256(nibbles32(x->qs), _mm256_and_si256(bits32(x->qh), _mm256_set1_epi8(0x10))),
+                    _mm256_setzero_si256()};
+    return g;
+}
+static inline gy_t gy_off16(const eli_block_q8_0 *y) {
+    const __m256i q = loadu256(y->qs);
+    const gy_t g = {q, _mm256_maddubs_epi16(_mm256_set1_epi8(16), q)};
+    return g;
+}
+#define GP_Q5_0(x, y) _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16((x).a, (y).q), (y).o), _mm256_set1_epi16(1))
+
+/* Q4_1 / Q5_1: unsigned u * y */
+static inline gx_t gx_q4_1(const eli_block_q4_1 *x) {
+    const gx_t g = {nibbles32(x->qs), _mm256_setzero_si256()};
+    return g;
+}
+static inline gx_t gx_q5_1(const eli_block_q5_1 *x) {
+    const gx_t g = {_mm256_or_si256(nibbles32(x->qs), _mm256_and_si256(bits32(x->qh), _mm256_set1_epi8(0x10))),
+                    _mm256_setzero_si256()};
+    return g;
+}
+static inline gy_t gy_plain_q8_1(const eli_block_q8_1 *y) {
+    const gy_t g = {loadu256(y->qs), _mm256_setzero_si256()};
+    return g;
+}
+#define GP_U(x, y) _mm256_madd_epi16(_mm256_maddubs_epi16((x).a, (y).q), _mm256_set1_epi16(1))
+
+#define TREE16 hsum8_epi16
+#define TREE32 hsum8_epi32
+
+#define DEF_GEMM32(NAME, XB, YB, GX, GY, GP, TREE, VTERM, HAS_MIN)                                              \
+    static void gemm_##NAME(int64_t n, int nr, int nt, const void *vx, size_t bx, const void *vy, size_t by,   \
+                            float *s, size_t bs) {                                                              \
+        const int64_t nb = n / 32;                                                                              \
+        const int np = (nt + 1) / 2;                                                                            \
+        const XB *xr[GEMM_RM];                                                                                  \
+        const YB *yt[2 * GEMM_NP];                                                                              \
+        for (int r = 0; r < GEMM_RM; r++) xr[r] = (const XB *)((const uint8_t *)vx + (size_t)(r < nr ? r : nr - 1) * bx); \
+        for (int t = 0; t < 2 * np; t++) yt[t] = (const YB *)((const uint8_t *)vy + (size_t)(t < nt ? t : nt - 1) * by); \
+        __m256 acc[GEMM_NP];                                                                                    \
+        for (int p = 0; p < np; p++) acc[p] = _mm256_setzero_ps();                                              \
+        for (int64_t ib = 0; ib < nb; ib++) {                                                                   \
+            gx_t gx[GEMM_RM];                                                                                   \
+            for (int r = 0; r < GEMM_RM; r++) gx[r] = GX(xr[r] + ib);                                           \
+            const __m256 dx = h_rows(xr[0] + ib, xr[1] + ib, xr[2] + ib, xr[3] + ib);                           \
+            __m256 mx = _mm256_setzero_ps();                                                                    \
+            if (HAS_MIN)                                                                                        \
+                mx = h_rows((const uint8_t *)(xr[0] + ib) + 2, (const uint8_t *)(xr[1] + ib) + 2,               \
+                            (const uint8_t *)(xr[2] + ib) + 2, (const uint8_t *)(xr[3] + ib) + 2);              \
+            for (int p = 0; p < np; p++) {                                                                      \
+                const YB *ya = yt[2 * p] + ib, *yb = yt[2 * p + 1] + ib;                                        \
+                const gy_t ga = GY(ya), gb = GY(yb);                                                            \
+                __m256i v[8];                                                                                   \
+                for (int r = 0; r < GEMM_RM; r++) {                                                             \
+                    v[r] = GP(gx[r], ga);                                                                       \
+                    v[4 + r] = GP(gx[r], gb);                                                                   \
+                }                                                                                               \
+                const __m256 si = _mm256_cvtepi32_ps(TREE(v));                                                  \
+                const __m256 dy = h_toks(ya, yb);                                                               \
+                __m256 sy = _mm256_setzero_ps();                                                                \
+                if (HAS_MIN) sy = h_toks((const uint8_t *)ya + 2, (const uint8_t *)yb + 2);                     \
+                (void)mx, (void)sy;                                                                             \
+                acc[p] = _mm256_add_ps(acc[p], VTERM(si, dx, dy, mx, sy));                                      \
+            }                                                                                                   \
+        }                                                                                                       \
+        gemm_store(acc, nr, nt, s, bs);                                                                         \
+    }
+
+DEF_GEMM32(q4_0, eli_block_q4_0, eli_block_q8_0, gx_q4_0, gy_off8, GP_Q4_0, TREE16, VTERM_Q4_0, 0)
+DEF_GEMM32(q8_0, eli_block_q8_0, eli_block_q8_0, gx_q8_0, gy_plain_q8_0, GP_Q8_0, TREE32, VTERM_Q8_0, 0)
+DEF_GEMM32(q5_0, eli_block_q5_0, eli_block_q8_0, gx_q5_0, gy_off16, GP_Q5_0, TREE32, VTERM_Q5_0, 0)
+DEF_GEMM32(q4_1, eli_block_q4_1, eli_block_q8_1, gx_q4_1, gy_plain_q8_1, GP_U, TREE32, VTERM_Q4_1, 1)
+DEF_GEMM32(q5_1, eli_block_q5_1, eli_block_q8_1, gx_q5_1, gy_plain_q8_1, GP_U, TREE32, VTERM_Q5_1, 1)
+
+/* K-quants: per super-block the GEMM_RM weight rows are unpacked (lane-permuted, as in the one-row
+ * kernels) into 8 chunks of 32 bytes each with its scale, then every token pair is multiplied with them.
+ * Per (row, token) this keeps the one-row kernel's 8 float lanes (acc) and its scalar sumf, the latter as
+ * one lane of a pair vector. */
+typedef struct {
+    __m256i q[GEMM_RM][8];  /* unsigned quants, lane-permuted */
+    __m256i sc[GEMM_RM][8]; /* the chunk's scale (int16 pairs: for Q6_K the two 16-element sub-blocks) */
+    __m256i mn[GEMM_RM];    /* Q4_K / Q5_K: the 16 bsum weights (mins) */
+    __m256 d, dmin;         /* the rows' d and dmin, as h_rows */
+} kx_t;
+
+static inline void kx_q4_K(kx_t *k, const eli_block_q4_K *const x[GEMM_RM]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int r = 0; r < GEMM_RM; r++) {
+        uint8_t sc[8], mn[8];
+        scales_mins_k4(x[r]->scales, sc, mn);
+        for (int j = 0; j < 4; j++) {
+            const __m256i q = lane_perm(loadu256(x[r]->qs + 32 * j));
+            k->q[r][2 * j] = _mm256_and_si256(q, m4);
+            k->q[r][2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        }
+        for (int j = 0; j < 8; j++) k->sc[r][j] = _mm256_set1_epi16(sc[j]);
+        k->mn[r] = _mm256_cvtepu8_epi16(_mm_setr_epi8((char)mn[0], (char)mn[0], (char)mn[1], (char)mn[1], (char)mn[2],
+                                                      (char)mn[2], (char)mn[3], (char)mn[3], (char)mn[4], (char)mn[4],
+                                                      (char)mn[5], (char)mn[5], (char)mn[6], (char)mn[6], (char)mn[7],
+                                                      (char)mn[7]));
+    }
+    k->d = h_rows(&x[0]->d, &x[1]->d, &x[2]->d, &x[3]->d);
+    k->dmin = h_rows(&x[0]->dmin, &x[1]->dmin, &x[2]->dmin, &x[3]->dmin);
+}
+
+static inline void kx_q5_K(kx_t *k, const eli_block_q5_K *const x[GEMM_RM]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int r = 0; r < GEMM_RM; r++) {
+        uint8_t sc[8], mn[8];
+        scales_mins_k4(x[r]->scales, sc, mn);
+        const __m256i qh = lane_perm(loadu256(x[r]->qh));
+        __m256i h[8];
+        h[0] = Q5K_UP(qh, 0, 4), h[1] = Q5K_UP(qh, 1, 3), h[2] = Q5K_UP(qh, 2, 2), h[3] = Q5K_UP(qh, 3, 1);
+        h[4] = _mm256_and_si256(qh, _mm256_set1_epi8(0x10)), h[5] = Q5K_DN(qh, 5, 1);
+        h[6] = Q5K_DN(qh, 6, 2), h[7] = Q5K_DN(qh, 7, 3);
+        for (int j = 0; j < 4; j++) {
+            const __m256i q = lane_perm(loadu256(x[r]->qs + 32 * j));
+            k->q[r][2 * j] = _mm256_or_si256(_mm256_and_si256(q, m4), h[2 * j]);
+            k->q[r][2 * j + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h[2 * j + 1]);
+        }
+        for (int j = 0; j < 8; j++) k->sc[r][j] = _mm256_set1_epi16(sc[j]);
+        k->mn[r] = _mm256_cvtepu8_epi16(_mm_setr_epi8((char)mn[0], (char)mn[0], (char)mn[1], (char)mn[1], (char)mn[2],
+                                                      (char)mn[2], (char)mn[3], (char)mn[3], (char)mn[4], (char)mn[4],
+                                                      (char)mn[5], (char)mn[5], (char)mn[6], (char)mn[6], (char)mn[7],
+                                                      (char)mn[7]));
+    }
+    k->d = h_rows(&x[0]->d, &x[1]->d, &x[2]->d, &x[3]->d);
+    k->dmin = h_rows(&x[0]->dmin, &x[1]->dmin, &x[2]->dmin, &x[3]->dmin);
+}
+
+static inline void kx_q6_K(kx_t *k, const eli_block_q6_K *const x[GEMM_RM]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+    for (int r = 0; r < GEMM_RM; r++) {
+        for (int h = 0; h < 2; h++) {
+            const __m256i l0 = lane_perm(loadu256(x[r]->ql + 64 * h));
+            const __m256i l1 = lane_perm(loadu256(x[r]->ql + 64 * h + 32));
+            const __m256i qh = lane_perm(loadu256(x[r]->qh + 32 * h));
+            __m256i *u = &k->q[r][4 * h];
+            u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+            u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+            u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+            u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+        }
+        for (int c = 0; c < 8; c++) {
+            const uint32_t sc2 = (uint32_t)(uint16_t)(int16_t)x[r]->scales[2 * c] |
+                                 ((uint32_t)(uint16_t)(int16_t)x[r]->scales[2 * c + 1] << 16);
+            k->sc[r][c] = _mm256_set1_epi32((int)sc2);
+        }
+    }
+    k->d = h_rows(&x[0]->d, &x[1]->d, &x[2]->d, &x[3]->d);
+    k->dmin = _mm256_setzero_ps();
+}
+
+/* KMIN: Q4_K / Q5_K (mins against the bsums); KOFF: Q6_K (u - 32: maddubs(u, y) - maddubs(32, y)) */
+#define DEF_GEMMK(NAME, XB, KX, KMIN, KOFF)                                                                      \
+    static void gemm_##NAME(int64_t n, int nr, int nt, const void *vx, size_t bx, const void *vy, size_t by,    \
+                            float *s, size_t bs) {                                                               \
+        const int64_t nb = n / ELI_QK_K;                                                                         \
+        const int np = (nt + 1) / 2;                                                                             \
+        const XB *xr[GEMM_RM];                                                                                   \
+        const eli_block_q8_K *yt[2 * GEMM_NP];                                                                   \
+        for (int r = 0; r < GEMM_RM; r++) xr[r] = (const XB *)((const uint8_t *)vx + (size_t)(r < nr ? r : nr - 1) * bx); \
+        for (int t = 0; t < 2 * np; t++)                                                                         \
+            yt[t] = (const eli_block_q8_K *)((const uint8_t *)vy + (size_t)(t < nt ? t : nt - 1) * by);          \
+        __m256 acc[2 * GEMM_NP][GEMM_RM]; /* the one-row kernel's acc, per token and row */                     \
+        __m256 sumf[GEMM_NP];             /* its sumf, per pair lane */                                         \
+        for (int p = 0; p < np; p++) {                                                                           \
+            sumf[p] = _mm256_setzero_ps();                                                                       \
+            for (int r = 0; r < GEMM_RM; r++) acc[2 * p][r] = acc[2 * p + 1][r] = _mm256_setzero_ps();           \
+        }                                                                                                        \
+        kx_t k;                                                                                                  \
+        for (int64_t i = 0; i < nb; i++) {                                                                       \
+            const XB *xi[GEMM_RM];                                                                               \
+            for (int r = 0; r < GEMM_RM; r++) xi[r] = xr[r] + i;                                                 \
+            KX(&k, xi);                                                                                          \
+            for (int p = 0; p < np; p++) {                                                                       \
+                const eli_block_q8_K *ya = yt[2 * p] + i, *yb = yt[2 * p + 1] + i;                               \
+                __m256i aa[GEMM_RM], ab[GEMM_RM];                                                                \
+                for (int r = 0; r < GEMM_RM; r++) aa[r] = ab[r] = _mm256_setzero_si256();                        \
+                for (int j = 0; j < 8; j++) {                                                                    \
+                    const __m256i qa = lane_perm(loadu256(ya->qs + 32 * j));                                     \
+                    const __m256i qb = lane_perm(loadu256(yb->qs + 32 * j));                                     \
+                    __m256i oa = _mm256_setzero_si256(), ob = oa;                                                \
+                    if (KOFF) {                                                                                  \
+                        oa = _mm256_maddubs_epi16(_mm256_set1_epi8(32), qa);                                     \
+                        ob = _mm256_maddubs_epi16(_mm256_set1_epi8(32), qb);                                     \
+                    }                                                                                            \
+                    for (int r = 0; r < GEMM_RM; r++) {                                                          \
+                        __m256i pa = _mm256_maddubs_epi16(k.q[r][j], qa);                                        \
+                        __m256i pb = _mm256_maddubs_epi16(k.q[r][j], qb);                                        \
+                        if (KOFF) pa = _mm256_sub_epi16(pa, oa), pb = _mm256_sub_epi16(pb, ob);                  \
+                        aa[r] = _mm256_add_epi32(aa[r], _mm256_madd_epi16(pa, k.sc[r][j]));                      \
+                        ab[r] = _mm256_add_epi32(ab[r], _mm256_madd_epi16(pb, k.sc[r][j]));                      \
+                    }                                                                                            \
+                }                                                                                                \
+                const __m256 dy = f_toks(ya->d, yb->d);                                                          \
+                float dd[8];                                                                                     \
+                _mm256_storeu_ps(dd, _mm256_mul_ps(k.d, dy));                                                    \
+                for (int r = 0; r < GEMM_RM; r++) {                                                              \
+                    acc[2 * p][r] = _mm256_add_ps(acc[2 * p][r], _mm256_mul_ps(_mm256_set1_ps(dd[r]), _mm256_cvtepi32_ps(aa[r]))); \
+                    acc[2 * p + 1][r] =                                                                          \
+                        _mm256_add_ps(acc[2 * p + 1][r], _mm256_mul_ps(_mm256_set1_ps(dd[4 + r]), _mm256_cvtepi32_ps(ab[r]))); \
+                }                                                                                                \
+                if (KMIN) {                                                                                      \
+                    const __m256i ba = loadu256(ya->bsums), bb = loadu256(yb->bsums);                            \
+                    __m256i v[8];                                                                                \
+                    for (int r = 0; r < GEMM_RM; r++) {                                                          \
+                        v[r] = _mm256_madd_epi16(ba, k.mn[r]);                                                   \
+                        v[4 + r] = _mm256_madd_epi16(bb, k.mn[r]);                                               \
+                    }                                                                                            \
+                    const __m256 sumi = _mm256_cvtepi32_ps(hsum8_epi32(v));                                      \
+                    sumf[p] = _mm256_sub_ps(sumf[p], _mm256_mul_ps(_mm256_mul_ps(k.dmin, dy), sumi));            \
+                }                                                                                                \
+            }                                                                                                    \
+        }                                                                                                        \
+        for (int t = 0; t < nt; t++) {                                                                           \
+            float sf[8];                                                                                         \
+            _mm256_storeu_ps(sf, sumf[t / 2]);                                                                   \
+            for (int r = 0; r < nr; r++) s[(size_t)t * bs + r] = lanes_total(sf[4 * (t % 2) + r], acc[t][r]);    \
+        }                                                                                                        \
+    }
+
+DEF_GEMMK(q4_K, eli_block_q4_K, kx_q4_K, 1, 0)
+DEF_GEMMK(q5_K, eli_block_q5_K, kx_q5_K, 1, 0)
+DEF_GEMMK(q6_K, eli_block_q6_K, kx_q6_K, 0, 1)
+
+/* ---------------------------------------------------------------------------------------------------
  * float formats: products rounded to float, accumulated in double (order differs from the reference)
  * ------------------------------------------------------------------------------------------------- */
 
@@ -686,6 +1012,28 @@ const eli_kernels eli_kernels_avx2_table = {
             [ELI_TYPE_Q4_K] = 4,
             [ELI_TYPE_Q5_K] = 4,
             [ELI_TYPE_Q6_K] = 4,
+        },
+    .gemm =
+        {
+            [ELI_TYPE_Q4_0] = gemm_q4_0,
+            [ELI_TYPE_Q4_1] = gemm_q4_1,
+            [ELI_TYPE_Q5_0] = gemm_q5_0,
+            [ELI_TYPE_Q5_1] = gemm_q5_1,
+            [ELI_TYPE_Q8_0] = gemm_q8_0,
+            [ELI_TYPE_Q4_K] = gemm_q4_K,
+            [ELI_TYPE_Q5_K] = gemm_q5_K,
+            [ELI_TYPE_Q6_K] = gemm_q6_K,
+        },
+    .gemm_nr =
+        {
+            [ELI_TYPE_Q4_0] = GEMM_RM,
+            [ELI_TYPE_Q4_1] = GEMM_RM,
+            [ELI_TYPE_Q5_0] = GEMM_RM,
+            [ELI_TYPE_Q5_1] = GEMM_RM,
+            [ELI_TYPE_Q8_0] = GEMM_RM,
+            [ELI_TYPE_Q4_K] = GEMM_RM,
+            [ELI_TYPE_Q5_K] = GEMM_RM,
+            [ELI_TYPE_Q6_K] = GEMM_RM,
         },
     .quantize =
         {

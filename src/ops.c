@@ -145,6 +145,25 @@ typedef struct {
 static void matmul_task(void *ctx, int ith, int nth) {
     const matmul_job *j = ctx;
     const eli_weight *w = j->w;
+    const int64_t rows = w->rows;
+    int64_t r0, r1;
+    eli_split(rows, ith, nth, &r0, &r1);
+    /* Prefill: the 2-D microkernel, gemm_nr rows x up to ELI_KERNEL_MAX_NT tokens per call, each weight
+     * block unpacked once per call. */
+    const eli_gemm_fn gemm = j->T > 1 ? j->k->gemm[w->type] : NULL;
+    if (gemm) {
+        const int RM = j->k->gemm_nr[w->type];
+        for (int64_t t0 = 0; t0 < j->T; t0 += ELI_KERNEL_MAX_NT) {
+            const int nt = (int)(j->T - t0 < ELI_KERNEL_MAX_NT ? j->T - t0 : ELI_KERNEL_MAX_NT);
+            const uint8_t *xq = (const uint8_t *)j->xq + (size_t)t0 * j->xq_row;
+            for (int64_t r = r0; r < r1; r += RM) {
+                const int nr = (int)(r1 - r < RM ? r1 - r : RM);
+                gemm(w->cols, nr, nt, j->mat_base + (size_t)r * w->row_bytes, w->row_bytes, xq, j->xq_row,
+                     j->y + t0 * rows + r, (size_t)rows);
+            }
+        }
+        return;
+    }
     const eli_vec_dot_fn dot = j->k->vec_dot[w->type];
     /* Multi-row kernels only when the rows are reused by several tokens: streaming one matrix from DRAM
      * for a single token, one long sequential stream (one row at a time) keeps the hardware prefetcher
@@ -154,9 +173,6 @@ static void matmul_task(void *ctx, int ith, int nth) {
     int NR = dot_nr ? j->k->nr[w->type] : 1;
     if (NR < 1) NR = 1;
     if (NR > ELI_KERNEL_MAX_NR) NR = ELI_KERNEL_MAX_NR;
-    const int64_t rows = w->rows;
-    int64_t r0, r1;
-    eli_split(rows, ith, nth, &r0, &r1);
     for (int64_t t0 = 0; t0 < j->T; t0 += MATMUL_TOKEN_TILE) {
         const int64_t t1 = t0 + MATMUL_TOKEN_TILE < j->T ? t0 + MATMUL_TOKEN_TILE : j->T;
         for (int64_t r = r0; r < r1; r += NR) {

@@ -1,7 +1,8 @@
 /* Every SIMD kernel against the scalar reference (kernels.h contract) on random data of many lengths:
  * activation quantizers byte-identical, integer dot products bit-identical (also through the multi-row
- * kernels, for every row count), float dot products within normalised MSE 1e-7; the fused attention
- * against the two-pass eli_attend. On a CPU without AVX2 only the reference table is checked. */
+ * kernels, for every row count, and through the prefill gemm tiles, for every tile shape), float dot
+ * products within normalised MSE 1e-7; the fused attention
+ * against the two-pass eli_attend. Every table the CPU supports is checked (eli_kernels_all). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,6 +39,73 @@ static const uint32_t weight_types[] = {ELI_TYPE_F32, ELI_TYPE_F16, ELI_TYPE_BF1
                                         ELI_TYPE_Q4_K, ELI_TYPE_Q5_K, ELI_TYPE_Q6_K};
 
 static int is_float_type(uint32_t t) { return t == ELI_TYPE_F32 || t == ELI_TYPE_F16 || t == ELI_TYPE_BF16; }
+
+/* The prefill microkernel: every tile shape (rows 1..gemm_nr, tokens 1..ELI_KERNEL_MAX_NT) at every
+ * offset of a 2*MAX_NT-token, (2*gemm_nr+1)-row problem returns for each (row, token) the one-row vec_dot
+ * bit for bit, and writes nothing outside its tile. */
+static void check_gemm(const eli_kernels *K) {
+    for (size_t w = 0; w < sizeof weight_types / sizeof weight_types[0]; w++) {
+        const uint32_t t = weight_types[w];
+        if (!K->gemm[t]) continue;
+        const eli_type_traits *tt = eli_type_info(t);
+        const uint32_t at = tt->vec_dot_type;
+        const int RM = K->gemm_nr[t];
+        CHECK(RM >= 1 && RM <= ELI_KERNEL_MAX_NR, "%s: %s gemm_nr %d", K->name, eli_type_name(t), RM);
+        const int64_t mult[] = {1, 2, 3, 9, 18};
+        int bad = 0, bad_canary = 0, n_tiles = 0;
+        for (size_t mi = 0; mi < sizeof mult / sizeof mult[0]; mi++) {
+            const int64_t n = tt->block_size * mult[mi];
+            if (n > 4608) continue;
+            const int rows = 2 * RM + 1, toks = 2 * ELI_KERNEL_MAX_NT;
+            const size_t wrs = eli_row_size(t, n), ars = eli_row_size(at, n);
+            float *xf = malloc(sizeof(float) * (size_t)n);
+            uint8_t *wq = malloc(wrs * (size_t)rows), *aq = malloc(ars * (size_t)toks);
+            /* row 0 and token 0 are constants: the largest block sums (e.g. Q4_0: -8 * -127 everywhere) */
+            for (int r = 0; r < rows; r++) {
+                fill(xf, n, (int)mi + r);
+                if (r == 0)
+                    for (int64_t i = 0; i < n; i++) xf[i] = 1.0f;
+                eli_quantize_row(t, xf, wq + (size_t)r * wrs, n);
+            }
+            for (int k = 0; k < toks; k++) {
+                fill(xf, n, (int)mi + 3 * k + 1);
+                if (k == 0)
+                    for (int64_t i = 0; i < n; i++) xf[i] = -1.0f;
+                K->quantize[at](xf, aq + (size_t)k * ars, n);
+            }
+            float *ref = malloc(sizeof(float) * (size_t)(rows * toks)), *got = malloc(sizeof(float) * (size_t)(rows * toks));
+            for (int k = 0; k < toks; k++)
+                for (int r = 0; r < rows; r++) ref[k * rows + r] = K->vec_dot[t](n, wq + (size_t)r * wrs, aq + (size_t)k * ars);
+            for (int nr = 1; nr <= RM; nr++) {
+                for (int nt = 1; nt <= ELI_KERNEL_MAX_NT; nt++) {
+                    const int r0 = (nr * 7 + nt) % (rows - nr + 1), k0 = (nt * 5 + nr) % (toks - nt + 1);
+                    for (int i = 0; i < rows * toks; i++) got[i] = -12345.0f;
+                    K->gemm[t](n, nr, nt, wq + (size_t)r0 * wrs, wrs, aq + (size_t)k0 * ars, ars, got + k0 * rows + r0,
+                               (size_t)rows);
+                    n_tiles++;
+                    for (int k = 0; k < toks; k++) {
+                        for (int r = 0; r < rows; r++) {
+                            const int in = k >= k0 && k < k0 + nt && r >= r0 && r < r0 + nr;
+                            const float g = got[k * rows + r];
+                            if (!in) {
+                                if (g != -12345.0f) bad_canary++;
+                            } else if (memcmp(&g, &ref[k * rows + r], sizeof g)) {
+                                if (bad++ < 3)
+                                    fprintf(stderr, "  gemm %s n=%lld tile %dx%d row %d token %d: dot %.9g gemm %.9g\n",
+                                            eli_type_name(t), (long long)n, nr, nt, r, k, ref[k * rows + r], g);
+                            }
+                        }
+                    }
+                }
+            }
+            free(xf), free(wq), free(aq), free(ref), free(got);
+        }
+        printf("  %-5s gemm %4d tiles: %d results differ from vec_dot, %d writes outside the tile\n", eli_type_name(t),
+               n_tiles, bad, bad_canary);
+        CHECK(bad == 0 && bad_canary == 0, "%s: %s gemm differs from vec_dot %d times, %d stray writes", K->name,
+              eli_type_name(t), bad, bad_canary);
+    }
+}
 
 static void check_table(const eli_kernels *K, const eli_kernels *R) {
     printf("checking kernel table '%s'\n", K->name);
@@ -123,6 +191,8 @@ static void check_table(const eli_kernels *K, const eli_kernels *R) {
               eli_type_name(t), bad_nr);
     }
 
+    check_gemm(K);
+
     /* attention helpers */
     {
         double e2 = 0, r2 = 0;
@@ -196,14 +266,15 @@ static void check_attention(const eli_kernels *K) {
 
 int main(void) {
     const eli_kernels *R = eli_kernels_reference();
-    const eli_kernels *A = eli_kernels_avx2();
     CHECK(R && R->vec_dot[ELI_TYPE_Q4_K], "reference table");
-    /* the reference table against itself exercises the harness and the nr fallback */
-    check_table(R, R);
-    if (A) check_table(A, R);
-    else printf("no AVX2 on this CPU: only the reference table is checked\n");
+    /* every table this CPU runs (reference, avx2, neon, neon-dotprod); the reference table against
+     * itself exercises the harness and the nr fallback */
+    const eli_kernels *all[8];
+    const int n_all = eli_kernels_all(all, 8);
+    CHECK(n_all >= 1 && all[0] == R, "eli_kernels_all lists the reference first");
+    for (int i = 0; i < n_all; i++) check_table(all[i], R);
+    if (n_all == 1) printf("no SIMD table for this CPU: only the reference table is checked\n");
     printf("best table: %s\n", eli_kernels_best()->name);
-    check_attention(R);
-    if (A) check_attention(A);
+    for (int i = 0; i < n_all; i++) check_attention(all[i]);
     TEST_MAIN_END();
 }

@@ -1,0 +1,804 @@
+/* AArch64 Advanced SIMD (NEON) kernels, two tables:
+ *  - "neon": plain ARMv8.0 NEON (every aarch64 CPU);
+ *  - "neon-dotprod": the same with SDOT (vdotq_s32, ARMv8.2 dotprod) in the integer kernels that can use
+ *    it. Those functions carry a target attribute, so the file needs no -march flag; kernels.c hands this
+ *    table out only after eli_kernels_neon_has_dotprod() (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) says yes.
+ * On any other architecture this file compiles to nothing (kernels.c does not reference it there).
+ *
+ * Bit-exactness with quants.c (kernels.h), as in kernels_avx2.c: the integer formats compute the same
+ * integer sums as the scalar reference (in any order: integer addition is associative) and then perform
+ * the same float operations in the same order:
+ *  - Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0: one float term per 32-block, 4 terms computed in one vector, each
+ *    added to the row sum strictly in block order;
+ *  - Q4_K / Q5_K / Q6_K: the reference's 8 int32 lanes per super-block (lane l sums the elements whose
+ *    index is l mod 8). Plain NEON: vmull_s8 on 8-byte halves already puts element 8k+l in int16 lane l;
+ *    the int16 lane sums of one sub-block (at most 4 products each, |sum| <= 4*31*128, no overflow) are
+ *    scaled into two int32x4 (lanes 0-3, 4-7). dotprod: both operands are permuted per 32 bytes so that
+ *    the 4 bytes SDOT adds up are elements l, l+8, l+16, l+24 (one lane). Q6_K's 16-element sub-blocks
+ *    give only 2 elements per lane, so it uses the vmull path in both tables.
+ * fp16 <-> fp32 go through FCVTL / FCVTN (round to nearest even, subnormals kept: the Linux default
+ * FPCR), which agree with eli_fp16_to_fp32 / eli_fp32_to_fp16 on every non-NaN value.
+ * Float contraction is off (as in quants.c): a*b+c must not become an FMA in the exact paths; the
+ * attention helpers use FMA explicitly (vfmaq_f32). */
+#if defined(__FAST_MATH__)
+#error "kernels_neon.c must not be built with -ffast-math"
+#endif
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#include "kernels.h"
+
+#if defined(__aarch64__) && defined(__ARM_NEON)
+
+#include <arm_neon.h>
+#include <stddef.h>
+#include <string.h>
+
+#if defined(__linux__)
+#include <sys/auxv.h>
+#endif
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1UL << 20)
+#endif
+
+/* Functions using SDOT. GCC's arm_neon.h declares vdotq_s32 under target "arch=armv8.2-a+dotprod" (any
+ * CPU with dotprod implements Armv8.2); clang's arm_neon.h (up to 15 at least) only declares it when the
+ * whole file is built with dotprod, so with clang SDOT is emitted through inline assembly instead. */
+#if defined(__clang__)
+#define DOTPROD __attribute__((target("dotprod")))
+#else
+#define DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
+#endif
+#if defined(__clang__) && !defined(__ARM_FEATURE_DOTPROD)
+static inline DOTPROD int32x4_t sdot(int32x4_t acc, int8x16_t a, int8x16_t b) {
+    __asm__("sdot %0.4s, %1.16b, %2.16b" : "+w"(acc) : "w"(a), "w"(b));
+    return acc;
+}
+#else
+#define sdot vdotq_s32
+#endif
+
+int eli_kernels_neon_has_dotprod(void);
+int eli_kernels_neon_has_dotprod(void) {
+#if defined(__linux__)
+    return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#elif defined(__ARM_FEATURE_DOTPROD)
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * helpers
+ * ------------------------------------------------------------------------------------------------- */
+
+static inline float h2f(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
+}
+
+static inline eli_fp16 f2h(float f) {
+    return vget_lane_u16(vreinterpret_u16_f16(vcvt_f16_f32(vdupq_n_f32(f))), 0);
+}
+
+/* 4 fp16 values `stride` bytes apart, as floats */
+static inline float32x4_t load_h4(const uint8_t *p, size_t stride) {
+    uint16_t h[4];
+    for (int k = 0; k < 4; k++) memcpy(&h[k], p + (size_t)k * stride, 2);
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h)));
+}
+
+static inline float ld_f32(const uint8_t *p) {
+    float f;
+    memcpy(&f, p, sizeof f);
+    return f;
+}
+
+static inline int8x16_t s8(uint8x16_t v) { return vreinterpretq_s8_u8(v); }
+
+/* byte j of m0 (m1) = 0xFF when bit j (16 + j) of the 32-bit little-endian word at p is set, else 0 */
+static inline void bits32(const uint8_t *p, uint8x16_t *m0, uint8x16_t *m1) {
+    static const uint8_t idx[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                    2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
+    static const uint8_t bit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    uint32_t w;
+    memcpy(&w, p, sizeof w);
+    const uint8x16_t b = vreinterpretq_u8_u32(vdupq_n_u32(w));
+    const uint8x16_t bits = vld1q_u8(bit);
+    *m0 = vtstq_u8(vqtbl1q_u8(b, vld1q_u8(idx)), bits);
+    *m1 = vtstq_u8(vqtbl1q_u8(b, vld1q_u8(idx + 16)), bits);
+}
+
+/* signed dot of 32 bytes -> 4 int32 partial sums (exact for any int8 input) */
+static inline int32x4_t dot32_plain(int8x16_t x0, int8x16_t x1, int8x16_t y0, int8x16_t y1) {
+    int32x4_t a = vpaddlq_s16(vmull_s8(vget_low_s8(x0), vget_low_s8(y0)));
+    a = vpadalq_s16(a, vmull_high_s8(x0, y0));
+    a = vpadalq_s16(a, vmull_s8(vget_low_s8(x1), vget_low_s8(y1)));
+    return vpadalq_s16(a, vmull_high_s8(x1, y1));
+}
+
+static inline DOTPROD int32x4_t dot32_sdot(int8x16_t x0, int8x16_t x1, int8x16_t y0, int8x16_t y1) {
+    return sdot(sdot(vdupq_n_s32(0), x0, y0), x1, y1);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * activation quantizers (same bytes as quants.c for finite input)
+ * ------------------------------------------------------------------------------------------------- */
+
+/* 32 floats times id, C roundf (half away from zero: FCVTAS, NaN -> 0), clamped to [-128, 127] */
+static inline void round32_i8(const float32x4_t v[8], float id, int8x16_t *q0, int8x16_t *q1) {
+    const float32x4_t vid = vdupq_n_f32(id);
+    int16x8_t h[4];
+    for (int j = 0; j < 4; j++)
+        h[j] = vcombine_s16(vqmovn_s32(vcvtaq_s32_f32(vmulq_f32(v[2 * j], vid))),
+                            vqmovn_s32(vcvtaq_s32_f32(vmulq_f32(v[2 * j + 1], vid))));
+    *q0 = vcombine_s8(vqmovn_s16(h[0]), vqmovn_s16(h[1]));
+    *q1 = vcombine_s8(vqmovn_s16(h[2]), vqmovn_s16(h[3]));
+}
+
+static inline float amax32(const float *x, float32x4_t v[8]) {
+    float32x4_t mx = vdupq_n_f32(0.0f);
+    for (int j = 0; j < 8; j++) {
+        v[j] = vld1q_f32(x + 4 * j);
+        mx = vmaxq_f32(mx, vabsq_f32(v[j]));
+    }
+    return vmaxvq_f32(mx);
+}
+
+static void quantize_q8_0(const float *x, void *dst, int64_t k) {
+    const int64_t nb = k / ELI_QK8_0;
+    uint8_t *out = dst;
+    for (int64_t i = 0; i < nb; i++, x += 32) {
+        float32x4_t v[8];
+        const float amax = amax32(x, v);
+        const float d = amax / ((1 << 7) - 1);
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        eli_block_q8_0 b;
+        b.d = f2h(d);
+        int8x16_t q0, q1;
+        round32_i8(v, id, &q0, &q1);
+        vst1q_s8(b.qs, q0);
+        vst1q_s8(b.qs + 16, q1);
+        memcpy(out + i * sizeof b, &b, sizeof b);
+    }
+}
+
+static void quantize_q8_1(const float *x, void *dst, int64_t k) {
+    const int64_t nb = k / ELI_QK8_1;
+    uint8_t *out = dst;
+    for (int64_t i = 0; i < nb; i++, x += 32) {
+        float32x4_t v[8];
+        const float amax = amax32(x, v);
+        const float d = amax / ((1 << 7) - 1);
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        eli_block_q8_1 b;
+        int8x16_t q0, q1;
+        round32_i8(v, id, &q0, &q1);
+        const int sum = (int)vaddlvq_s8(q0) + (int)vaddlvq_s8(q1);
+        b.d = f2h(d);
+        b.s = f2h((float)sum * d);
+        vst1q_s8(b.qs, q0);
+        vst1q_s8(b.qs + 16, q1);
+        memcpy(out + i * sizeof b, &b, sizeof b);
+    }
+}
+
+/* ggml's nearest_int (magic-number rounding), lane-wise, bit for bit */
+static inline int32x4_t nearest_int4(float32x4_t v) {
+    const float32x4_t t = vaddq_f32(v, vdupq_n_f32(12582912.f));
+    return vsubq_s32(vandq_s32(vreinterpretq_s32_f32(t), vdupq_n_s32(0x007fffff)), vdupq_n_s32(0x00400000));
+}
+
+static void quantize_q8_K(const float *x, void *dst, int64_t k) {
+    const int64_t nb = k / ELI_QK_K;
+    uint8_t *out = dst;
+    for (int64_t i = 0; i < nb; i++, x += ELI_QK_K) {
+        eli_block_q8_K b;
+        float32x4_t mx = vdupq_n_f32(0.0f);
+        for (int j = 0; j < ELI_QK_K; j += 4) mx = vmaxnmq_f32(mx, vabsq_f32(vld1q_f32(x + j))); /* NaN skipped */
+        const float amax = vmaxnmvq_f32(mx);
+        if (amax == 0.0f) {
+            memset(&b, 0, sizeof b);
+            memcpy(out + i * sizeof b, &b, sizeof b);
+            continue;
+        }
+        /* the first element of largest magnitude */
+        float max = 0;
+        for (int j = 0; j < ELI_QK_K; j++) {
+            if (__builtin_fabsf(x[j]) == amax) {
+                max = x[j];
+                break;
+            }
+        }
+        const float iscale = -127.f / max;
+        const float32x4_t vis = vdupq_n_f32(iscale);
+        const int32x4_t lo = vdupq_n_s32(-128), hi = vdupq_n_s32(127);
+        for (int j = 0; j < ELI_QK_K; j += 16) {
+            int16x4_t h[4];
+            for (int u = 0; u < 4; u++) {
+                const int32x4_t n = nearest_int4(vmulq_f32(vis, vld1q_f32(x + j + 4 * u)));
+                h[u] = vmovn_s32(vmaxq_s32(lo, vminq_s32(hi, n)));
+            }
+            const int8x16_t q = vcombine_s8(vmovn_s16(vcombine_s16(h[0], h[1])), vmovn_s16(vcombine_s16(h[2], h[3])));
+            vst1q_s8(b.qs + j, q);
+            b.bsums[j / 16] = (int16_t)vaddlvq_s8(q);
+        }
+        b.d = 1 / iscale;
+        memcpy(out + i * sizeof b, &b, sizeof b);
+    }
+}
+
+static void quantize_f16(const float *x, void *dst, int64_t n) {
+    uint8_t *p = dst;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1_u8(p + 2 * i, vreinterpret_u8_f16(vcvt_f16_f32(vld1q_f32(x + i))));
+    for (; i < n; i++) {
+        const eli_fp16 h = f2h(x[i]);
+        memcpy(p + 2 * i, &h, 2);
+    }
+}
+
+static void quantize_bf16(const float *x, void *dst, int64_t n) {
+    uint8_t *p = dst;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const uint32x4_t u = vreinterpretq_u32_f32(vld1q_f32(x + i));
+        const uint32x4_t odd = vandq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(1));
+        const uint32x4_t r = vshrq_n_u32(vaddq_u32(vaddq_u32(u, vdupq_n_u32(0x7fff)), odd), 16);
+        const uint32x4_t nan = vcgtq_u32(vandq_u32(u, vdupq_n_u32(0x7fffffff)), vdupq_n_u32(0x7f800000));
+        const uint32x4_t qn = vorrq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(0x40));
+        vst1_u8(p + 2 * i, vreinterpret_u8_u16(vmovn_u32(vbslq_u32(nan, qn, r))));
+    }
+    for (; i < n; i++) {
+        const eli_bf16 h = eli_fp32_to_bf16(x[i]);
+        memcpy(p + 2 * i, &h, 2);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * 32-element block formats: row sums strictly in block order
+ * ------------------------------------------------------------------------------------------------- */
+
+/* unpack the 32 weights of one block (at p) into two int8x16 (elements 0..15, 16..31) */
+static inline void unpack_q4_0(const uint8_t *p, int8x16_t *x0, int8x16_t *x1) {
+    const uint8x16_t v = vld1q_u8(p + offsetof(eli_block_q4_0, qs));
+    *x0 = s8(vsubq_u8(vandq_u8(v, vdupq_n_u8(0x0F)), vdupq_n_u8(8)));
+    *x1 = s8(vsubq_u8(vshrq_n_u8(v, 4), vdupq_n_u8(8)));
+}
+static inline void unpack_q8_0(const uint8_t *p, int8x16_t *x0, int8x16_t *x1) {
+    *x0 = vld1q_s8((const int8_t *)(p + offsetof(eli_block_q8_0, qs)));
+    *x1 = vld1q_s8((const int8_t *)(p + offsetof(eli_block_q8_0, qs) + 16));
+}
+static inline void unpack_q4_1(const uint8_t *p, int8x16_t *x0, int8x16_t *x1) {
+    const uint8x16_t v = vld1q_u8(p + offsetof(eli_block_q4_1, qs));
+    *x0 = s8(vandq_u8(v, vdupq_n_u8(0x0F)));
+    *x1 = s8(vshrq_n_u8(v, 4));
+}
+/* Q5_0: (nibble | bit4 << 4) - 16 = nibble when bit4 is set, else nibble | 0xF0 as int8 */
+static inline void unpack_q5_0(const uint8_t *p, int8x16_t *x0, int8x16_t *x1) {
+    uint8x16_t m0, m1;
+    bits32(p + offsetof(eli_block_q5_0, qh), &m0, &m1);
+    const uint8x16_t v = vld1q_u8(p + offsetof(eli_block_q5_0, qs));
+    const uint8x16_t f0 = vdupq_n_u8(0xF0);
+    *x0 = s8(vorrq_u8(vandq_u8(v, vdupq_n_u8(0x0F)), vbicq_u8(f0, m0)));
+    *x1 = s8(vorrq_u8(vshrq_n_u8(v, 4), vbicq_u8(f0, m1)));
+}
+static inline void unpack_q5_1(const uint8_t *p, int8x16_t *x0, int8x16_t *x1) {
+    uint8x16_t m0, m1;
+    bits32(p + offsetof(eli_block_q5_1, qh), &m0, &m1);
+    const uint8x16_t v = vld1q_u8(p + offsetof(eli_block_q5_1, qs));
+    const uint8x16_t b4 = vdupq_n_u8(0x10);
+    *x0 = s8(vorrq_u8(vandq_u8(v, vdupq_n_u8(0x0F)), vandq_u8(m0, b4)));
+    *x1 = s8(vorrq_u8(vshrq_n_u8(v, 4), vandq_u8(m1, b4)));
+}
+
+/* the float term, with the reference's operation order: si = (float)sumi, dx/dy = the blocks' scales,
+ * mx/sy = min and d*sum (Q4_1/Q5_1) */
+#define VTERM_Q4_0(si, dx, dy, mx, sy) vmulq_f32(vmulq_f32(si, dx), dy)
+#define STERM_Q4_0(si, dx, dy, mx, sy) (((si) * (dx)) * (dy))
+#define VTERM_Q8_0(si, dx, dy, mx, sy) vmulq_f32(si, vmulq_f32(dx, dy))
+#define STERM_Q8_0(si, dx, dy, mx, sy) ((si) * ((dx) * (dy)))
+#define VTERM_Q5_0(si, dx, dy, mx, sy) vmulq_f32(vmulq_f32(dx, dy), si)
+#define STERM_Q5_0(si, dx, dy, mx, sy) (((dx) * (dy)) * (si))
+#define VTERM_Q4_1(si, dx, dy, mx, sy) vaddq_f32(vmulq_f32(vmulq_f32(dx, dy), si), vmulq_f32(mx, sy))
+#define STERM_Q4_1(si, dx, dy, mx, sy) ((((dx) * (dy)) * (si)) + ((mx) * (sy)))
+#define VTERM_Q5_1 VTERM_Q4_1
+#define STERM_Q5_1 STERM_Q4_1
+
+/* NAME##SFX##_nr and NAME##SFX: XB / YB the block types, YQ the offset of the activation quants, DOT the
+ * 32-byte integer dot; HAS_MIN: Q4_1 / Q5_1, whose blocks carry m after d (and Q8_1 s after d) */
+#define DEF_Q32(NAME, SFX, ATTR, XB, YB, YQ, UNPACK, DOT, VTERM, STERM, HAS_MIN)                                 \
+    static ATTR void vec_dot_##NAME##SFX##_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy,      \
+                                              float *s) {                                                        \
+        const int64_t nb = n / 32;                                                                               \
+        const uint8_t *y = vy;                                                                                   \
+        float sum[ELI_KERNEL_MAX_NR] = {0};                                                                      \
+        int64_t ib = 0;                                                                                          \
+        for (; ib + 4 <= nb; ib += 4) {                                                                          \
+            const uint8_t *yb = y + (size_t)ib * sizeof(YB);                                                     \
+            const float32x4_t dy = load_h4(yb, sizeof(YB));                                                      \
+            const float32x4_t sy = HAS_MIN ? load_h4(yb + 2, sizeof(YB)) : vdupq_n_f32(0.0f);                    \
+            int8x16_t yq[8];                                                                                     \
+            for (int k = 0; k < 4; k++) {                                                                        \
+                yq[2 * k] = vld1q_s8((const int8_t *)(yb + k * sizeof(YB) + (YQ)));                              \
+                yq[2 * k + 1] = vld1q_s8((const int8_t *)(yb + k * sizeof(YB) + (YQ) + 16));                     \
+            }                                                                                                    \
+            for (int r = 0; r < nr; r++) {                                                                       \
+                const uint8_t *x = (const uint8_t *)vx + (size_t)r * bx + (size_t)ib * sizeof(XB);               \
+                int32x4_t p[4];                                                                                  \
+                for (int k = 0; k < 4; k++) {                                                                    \
+                    int8x16_t x0, x1;                                                                            \
+                    UNPACK(x + k * sizeof(XB), &x0, &x1);                                                        \
+                    p[k] = DOT(x0, x1, yq[2 * k], yq[2 * k + 1]);                                                \
+                }                                                                                                \
+                const float32x4_t si = vcvtq_f32_s32(vpaddq_s32(vpaddq_s32(p[0], p[1]), vpaddq_s32(p[2], p[3]))); \
+                const float32x4_t dx = load_h4(x, sizeof(XB));                                                   \
+                const float32x4_t mx = HAS_MIN ? load_h4(x + 2, sizeof(XB)) : vdupq_n_f32(0.0f);                 \
+                float t[4];                                                                                      \
+                vst1q_f32(t, VTERM(si, dx, dy, mx, sy));                                                         \
+                (void)mx, (void)sy;                                                                              \
+                float a = sum[r];                                                                                \
+                for (int k = 0; k < 4; k++) a += t[k];                                                           \
+                sum[r] = a;                                                                                      \
+            }                                                                                                    \
+        }                                                                                                        \
+        for (; ib < nb; ib++) {                                                                                  \
+            const uint8_t *yb = y + (size_t)ib * sizeof(YB);                                                     \
+            const float dy = h2f(yb);                                                                            \
+            const float sy = HAS_MIN ? h2f(yb + 2) : 0.0f;                                                       \
+            const int8x16_t y0 = vld1q_s8((const int8_t *)(yb + (YQ)));                                          \
+            const int8x16_t y1 = vld1q_s8((const int8_t *)(yb + (YQ) + 16));                                     \
+            for (int r = 0; r < nr; r++) {                                                                       \
+                const uint8_t *x = (const uint8_t *)vx + (size_t)r * bx + (size_t)ib * sizeof(XB);               \
+                int8x16_t x0, x1;                                                                                \
+                UNPACK(x, &x0, &x1);                                                                             \
+                const float si = (float)vaddvq_s32(DOT(x0, x1, y0, y1));                                         \
+                const float dx = h2f(x);                                                                         \
+                const float mx = HAS_MIN ? h2f(x + 2) : 0.0f;                                                    \
+                (void)mx, (void)sy;                                                                              \
+                sum[r] += STERM(si, dx, dy, mx, sy);                                                             \
+            }                                                                                                    \
+        }                                                                                                        \
+        for (int r = 0; r < nr; r++) s[r] = sum[r];                                                              \
+    }                                                                                                            \
+    static ATTR float vec_dot_##NAME##SFX(int64_t n, const void *vx, const void *vy) {                           \
+        float s;                                                                                                 \
+        vec_dot_##NAME##SFX##_nr(n, 1, vx, 0, vy, &s);                                                           \
+        return s;                                                                                                \
+    }
+
+#define Q8_0_QS offsetof(eli_block_q8_0, qs)
+#define Q8_1_QS offsetof(eli_block_q8_1, qs)
+
+#define NOATTR
+DEF_Q32(q4_0, , NOATTR, eli_block_q4_0, eli_block_q8_0, Q8_0_QS, unpack_q4_0, dot32_plain, VTERM_Q4_0, STERM_Q4_0, 0)
+DEF_Q32(q8_0, , NOATTR, eli_block_q8_0, eli_block_q8_0, Q8_0_QS, unpack_q8_0, dot32_plain, VTERM_Q8_0, STERM_Q8_0, 0)
+DEF_Q32(q5_0, , NOATTR, eli_block_q5_0, eli_block_q8_0, Q8_0_QS, unpack_q5_0, dot32_plain, VTERM_Q5_0, STERM_Q5_0, 0)
+DEF_Q32(q4_1, , NOATTR, eli_block_q4_1, eli_block_q8_1, Q8_1_QS, unpack_q4_1, dot32_plain, VTERM_Q4_1, STERM_Q4_1, 1)
+DEF_Q32(q5_1, , NOATTR, eli_block_q5_1, eli_block_q8_1, Q8_1_QS, unpack_q5_1, dot32_plain, VTERM_Q5_1, STERM_Q5_1, 1)
+DEF_Q32(q4_0, _dp, DOTPROD, eli_block_q4_0, eli_block_q8_0, Q8_0_QS, unpack_q4_0, dot32_sdot, VTERM_Q4_0, STERM_Q4_0, 0)
+DEF_Q32(q8_0, _dp, DOTPROD, eli_block_q8_0, eli_block_q8_0, Q8_0_QS, unpack_q8_0, dot32_sdot, VTERM_Q8_0, STERM_Q8_0, 0)
+DEF_Q32(q5_0, _dp, DOTPROD, eli_block_q5_0, eli_block_q8_0, Q8_0_QS, unpack_q5_0, dot32_sdot, VTERM_Q5_0, STERM_Q5_0, 0)
+DEF_Q32(q4_1, _dp, DOTPROD, eli_block_q4_1, eli_block_q8_1, Q8_1_QS, unpack_q4_1, dot32_sdot, VTERM_Q4_1, STERM_Q4_1, 1)
+DEF_Q32(q5_1, _dp, DOTPROD, eli_block_q5_1, eli_block_q8_1, Q8_1_QS, unpack_q5_1, dot32_sdot, VTERM_Q5_1, STERM_Q5_1, 1)
+
+/* ---------------------------------------------------------------------------------------------------
+ * K-quants: the reference's 8 lanes per super-block
+ * ------------------------------------------------------------------------------------------------- */
+
+#define Q8K_QS offsetof(eli_block_q8_K, qs)
+#define Q8K_BSUMS offsetof(eli_block_q8_K, bsums)
+
+static inline void scales_mins_k4(const uint8_t *q, uint8_t sc[8], uint8_t mn[8]) {
+    for (int j = 0; j < 4; j++) {
+        sc[j] = q[j] & 63;
+        mn[j] = q[j + 4] & 63;
+    }
+    for (int j = 4; j < 8; j++) {
+        sc[j] = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        mn[j] = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+/* sum over the 16 bsums (at p, little-endian int16) of bsums[j] * mn[j / 2] */
+static inline int min_term(const uint8_t *p, const uint8_t mn[8]) {
+    const int16x8_t b0 = vreinterpretq_s16_u8(vld1q_u8(p)), b1 = vreinterpretq_s16_u8(vld1q_u8(p + 16));
+    const uint8x8_t m = vld1_u8(mn);
+    const int16x8_t m0 = vreinterpretq_s16_u16(vmovl_u8(vzip1_u8(m, m)));
+    const int16x8_t m1 = vreinterpretq_s16_u16(vmovl_u8(vzip2_u8(m, m)));
+    int32x4_t a = vmull_s16(vget_low_s16(b0), vget_low_s16(m0));
+    a = vmlal_high_s16(a, b0, m0);
+    a = vmlal_s16(a, vget_low_s16(b1), vget_low_s16(m1));
+    a = vmlal_high_s16(a, b1, m1);
+    return vaddvq_s32(a);
+}
+
+/* int16 lane l = sum of the products of elements l mod 8 of 32 (a0: 0..15, a1: 16..31) or 16 bytes */
+static inline int16x8_t lanes32(int8x16_t a0, int8x16_t a1, int8x16_t y0, int8x16_t y1) {
+    int16x8_t p = vmull_s8(vget_low_s8(a0), vget_low_s8(y0));
+    p = vmlal_high_s8(p, a0, y0);
+    p = vmlal_s8(p, vget_low_s8(a1), vget_low_s8(y1));
+    return vmlal_high_s8(p, a1, y1);
+}
+static inline int16x8_t lanes16(int8x16_t a, int8x16_t y) {
+    return vmlal_high_s8(vmull_s8(vget_low_s8(a), vget_low_s8(y)), a, y);
+}
+/* int32 lanes (l0: 0..3, l1: 4..7) += sc * p */
+static inline void lanes_scale(int32x4_t *l0, int32x4_t *l1, int16x8_t p, int16_t sc) {
+    *l0 = vmlal_n_s16(*l0, vget_low_s16(p), sc);
+    *l1 = vmlal_high_n_s16(*l1, p, sc);
+}
+
+static inline float lanes_total(float sumf, float32x4_t a0, float32x4_t a1) {
+    float a[8];
+    vst1q_f32(a, a0);
+    vst1q_f32(a + 4, a1);
+    for (int l = 0; l < 8; l++) sumf += a[l];
+    return sumf;
+}
+
+/* acc += d * (float)lanes */
+static inline void acc_lanes(float32x4_t *acc0, float32x4_t *acc1, float d, int32x4_t l0, int32x4_t l1) {
+    const float32x4_t vd = vdupq_n_f32(d);
+    *acc0 = vaddq_f32(*acc0, vmulq_f32(vd, vcvtq_f32_s32(l0)));
+    *acc1 = vaddq_f32(*acc1, vmulq_f32(vd, vcvtq_f32_s32(l1)));
+}
+
+/* the dotprod lane permutation of 32 bytes: output byte 4l+k = input byte l+8k (o0: l < 4, o1: l >= 4),
+ * so the 4 bytes SDOT adds into int32 lane l are elements of one reference lane */
+static inline void perm32(const uint8_t *p, uint8x16_t *o0, uint8x16_t *o1) {
+    static const uint8_t idx[32] = {0, 8,  16, 24, 1, 9,  17, 25, 2, 10, 18, 26, 3, 11, 19, 27,
+                                    4, 12, 20, 28, 5, 13, 21, 29, 6, 14, 22, 30, 7, 15, 23, 31};
+    uint8x16x2_t t;
+    t.val[0] = vld1q_u8(p);
+    t.val[1] = vld1q_u8(p + 16);
+    *o0 = vqtbl2q_u8(t, vld1q_u8(idx));
+    *o1 = vqtbl2q_u8(t, vld1q_u8(idx + 16));
+}
+
+/* Q4_K / Q5_K share everything but the fifth bit: HAS_QH selects Q5_K */
+#define DEF_Q45K_PLAIN(NAME, XB, HAS_QH)                                                                        \
+    static void vec_dot_##NAME##_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {   \
+        const int64_t nb = n / ELI_QK_K;                                                                         \
+        float sumf[ELI_KERNEL_MAX_NR] = {0};                                                                     \
+        float32x4_t acc0[ELI_KERNEL_MAX_NR], acc1[ELI_KERNEL_MAX_NR];                                            \
+        for (int r = 0; r < nr; r++) acc0[r] = acc1[r] = vdupq_n_f32(0.0f);                                      \
+        const uint8x16_t m4 = vdupq_n_u8(0x0F), b4 = vdupq_n_u8(0x10);                                           \
+        for (int64_t i = 0; i < nb; i++) {                                                                       \
+            const uint8_t *y = (const uint8_t *)vy + (size_t)i * sizeof(eli_block_q8_K);                         \
+            const int8_t *yq = (const int8_t *)(y + Q8K_QS);                                                     \
+            const float yd = ld_f32(y);                                                                          \
+            for (int r = 0; r < nr; r++) {                                                                       \
+                const uint8_t *x = (const uint8_t *)vx + (size_t)r * bx + (size_t)i * sizeof(XB);                \
+                uint8_t sc[8], mn[8];                                                                            \
+                scales_mins_k4(x + offsetof(XB, scales), sc, mn);                                                \
+                const int sumi = min_term(y + Q8K_BSUMS, mn);                                                    \
+                const uint8_t *qs = x + offsetof(XB, qs);                                                        \
+                uint8x16_t h0 = vdupq_n_u8(0), h1 = h0;                                                          \
+                if (HAS_QH) {                                                                                    \
+                    h0 = vld1q_u8(x + offsetof(eli_block_q5_K, qh));                                             \
+                    h1 = vld1q_u8(x + offsetof(eli_block_q5_K, qh) + 16);                                        \
+                }                                                                                                \
+                int32x4_t l0 = vdupq_n_s32(0), l1 = l0;                                                          \
+                for (int j = 0; j < 4; j++) {                                                                    \
+                    const uint8x16_t q0 = vld1q_u8(qs + 32 * j), q1 = vld1q_u8(qs + 32 * j + 16);                \
+                    uint8x16_t lo0 = vandq_u8(q0, m4), lo1 = vandq_u8(q1, m4);                                   \
+                    uint8x16_t hi0 = vshrq_n_u8(q0, 4), hi1 = vshrq_n_u8(q1, 4);                                 \
+                    if (HAS_QH) {                                                                                \
+                        const uint8x16_t bl = vdupq_n_u8((uint8_t)(1u << (2 * j)));                              \
+                        const uint8x16_t bh = vdupq_n_u8((uint8_t)(2u << (2 * j)));                              \
+                        lo0 = vorrq_u8(lo0, vandq_u8(vtstq_u8(h0, bl), b4));                                     \
+                        lo1 = vorrq_u8(lo1, vandq_u8(vtstq_u8(h1, bl), b4));                                     \
+                        hi0 = vorrq_u8(hi0, vandq_u8(vtstq_u8(h0, bh), b4));                                     \
+                        hi1 = vorrq_u8(hi1, vandq_u8(vtstq_u8(h1, bh), b4));                                     \
+                    }                                                                                            \
+                    const int8_t *yj = yq + 64 * j;                                                              \
+                    lanes_scale(&l0, &l1, lanes32(s8(lo0), s8(lo1), vld1q_s8(yj), vld1q_s8(yj + 16)),            \
+                                (int16_t)sc[2 * j]);                                                             \
+                    lanes_scale(&l0, &l1, lanes32(s8(hi0), s8(hi1), vld1q_s8(yj + 32), vld1q_s8(yj + 48)),       \
+                                (int16_t)sc[2 * j + 1]);                                                         \
+                }                                                                                                \
+                acc_lanes(&acc0[r], &acc1[r], h2f(x + offsetof(XB, d)) * yd, l0, l1);                            \
+                const float dmin = h2f(x + offsetof(XB, dmin)) * yd;                                             \
+                sumf[r] -= dmin * (float)sumi;                                                                   \
+            }                                                                                                    \
+        }                                                                                                        \
+        for (int r = 0; r < nr; r++) s[r] = lanes_total(sumf[r], acc0[r], acc1[r]);                              \
+    }                                                                                                            \
+    static float vec_dot_##NAME(int64_t n, const void *vx, const void *vy) {                                     \
+        float s;                                                                                                 \
+        vec_dot_##NAME##_nr(n, 1, vx, 0, vy, &s);                                                                \
+        return s;                                                                                                \
+    }
+
+#define DEF_Q45K_DP(NAME, XB, HAS_QH)                                                                           \
+    static DOTPROD void vec_dot_##NAME##_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy,       \
+                                            float *s) {                                                          \
+        const int64_t nb = n / ELI_QK_K;                                                                         \
+        float sumf[ELI_KERNEL_MAX_NR] = {0};                                                                     \
+        float32x4_t acc0[ELI_KERNEL_MAX_NR], acc1[ELI_KERNEL_MAX_NR];                                            \
+        for (int r = 0; r < nr; r++) acc0[r] = acc1[r] = vdupq_n_f32(0.0f);                                      \
+        const uint8x16_t m4 = vdupq_n_u8(0x0F), b4 = vdupq_n_u8(0x10);                                           \
+        const int32x4_t z = vdupq_n_s32(0);                                                                      \
+        for (int64_t i = 0; i < nb; i++) {                                                                       \
+            const uint8_t *y = (const uint8_t *)vy + (size_t)i * sizeof(eli_block_q8_K);                         \
+            const float yd = ld_f32(y);                                                                          \
+            int8x16_t yp0[8], yp1[8];                                                                            \
+            for (int g = 0; g < 8; g++) {                                                                        \
+                uint8x16_t a, b;                                                                                 \
+                perm32(y + Q8K_QS + 32 * g, &a, &b);                                                             \
+                yp0[g] = s8(a), yp1[g] = s8(b);                                                                  \
+            }                                                                                                    \
+            for (int r = 0; r < nr; r++) {                                                                       \
+                const uint8_t *x = (const uint8_t *)vx + (size_t)r * bx + (size_t)i * sizeof(XB);                \
+                uint8_t sc[8], mn[8];                                                                            \
+                scales_mins_k4(x + offsetof(XB, scales), sc, mn);                                                \
+                const int sumi = min_term(y + Q8K_BSUMS, mn);                                                    \
+                const uint8_t *qs = x + offsetof(XB, qs);                                                        \
+                uint8x16_t h0 = vdupq_n_u8(0), h1 = h0;                                                          \
+                if (HAS_QH) perm32(x + offsetof(eli_block_q5_K, qh), &h0, &h1);                                  \
+                int32x4_t l0 = z, l1 = z;                                                                        \
+                for (int j = 0; j < 4; j++) {                                                                    \
+                    uint8x16_t q0, q1;                                                                           \
+                    perm32(qs + 32 * j, &q0, &q1);                                                               \
+                    uint8x16_t lo0 = vandq_u8(q0, m4), lo1 = vandq_u8(q1, m4);                                   \
+                    uint8x16_t hi0 = vshrq_n_u8(q0, 4), hi1 = vshrq_n_u8(q1, 4);                                 \
+                    if (HAS_QH) {                                                                                \
+                        const uint8x16_t bl = vdupq_n_u8((uint8_t)(1u << (2 * j)));                              \
+                        const uint8x16_t bh = vdupq_n_u8((uint8_t)(2u << (2 * j)));                              \
+                        lo0 = vorrq_u8(lo0, vandq_u8(vtstq_u8(h0, bl), b4));                                     \
+                        lo1 = vorrq_u8(lo1, vandq_u8(vtstq_u8(h1, bl), b4));                                     \
+                        hi0 = vorrq_u8(hi0, vandq_u8(vtstq_u8(h0, bh), b4));                                     \
+                        hi1 = vorrq_u8(hi1, vandq_u8(vtstq_u8(h1, bh), b4));                                     \
+                    }                                                                                            \
+                    l0 = vmlaq_n_s32(l0, sdot(z, s8(lo0), yp0[2 * j]), sc[2 * j]);                          \
+                    l1 = vmlaq_n_s32(l1, sdot(z, s8(lo1), yp1[2 * j]), sc[2 * j]);                          \
+                    l0 = vmlaq_n_s32(l0, sdot(z, s8(hi0), yp0[2 * j + 1]), sc[2 * j + 1]);                  \
+                    l1 = vmlaq_n_s32(l1, sdot(z, s8(hi1), yp1[2 * j + 1]), sc[2 * j + 1]);                  \
+                }                                                                                                \
+                acc_lanes(&acc0[r], &acc1[r], h2f(x + offsetof(XB, d)) * yd, l0, l1);                            \
+                const float dmin = h2f(x + offsetof(XB, dmin)) * yd;                                             \
+                sumf[r] -= dmin * (float)sumi;                                                                   \
+            }                                                                                                    \
+        }                                                                                                        \
+        for (int r = 0; r < nr; r++) s[r] = lanes_total(sumf[r], acc0[r], acc1[r]);                              \
+    }                                                                                                            \
+    static DOTPROD float vec_dot_##NAME(int64_t n, const void *vx, const void *vy) {                             \
+        float s;                                                                                                 \
+        vec_dot_##NAME##_nr(n, 1, vx, 0, vy, &s);                                                                \
+        return s;                                                                                                \
+    }
+
+DEF_Q45K_PLAIN(q4_K, eli_block_q4_K, 0)
+DEF_Q45K_PLAIN(q5_K, eli_block_q5_K, 1)
+DEF_Q45K_DP(q4_K_dp, eli_block_q4_K, 0)
+DEF_Q45K_DP(q5_K_dp, eli_block_q5_K, 1)
+
+/* Q6_K: u = low 4 bits | 2 high bits << 4, value u - 32 in [-32, 31]; 16-element sub-blocks with signed
+ * scales. Per 128 values, vector m (elements 16m..16m+15) takes its low bits from ql (m mod 4), low or
+ * high nibble (m >= 4), and its high bits from qh (m odd: bytes 16..31) at shift 2 * (m / 2). */
+static void vec_dot_q6_K_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {
+    const int64_t nb = n / ELI_QK_K;
+    float32x4_t acc0[ELI_KERNEL_MAX_NR], acc1[ELI_KERNEL_MAX_NR];
+    for (int r = 0; r < nr; r++) acc0[r] = acc1[r] = vdupq_n_f32(0.0f);
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(0x30);
+    const int8x16_t c32 = vdupq_n_s8(32);
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *y = (const uint8_t *)vy + (size_t)i * sizeof(eli_block_q8_K);
+        const int8_t *yq = (const int8_t *)(y + Q8K_QS);
+        const float yd = ld_f32(y);
+        for (int r = 0; r < nr; r++) {
+            const uint8_t *x = (const uint8_t *)vx + (size_t)r * bx + (size_t)i * sizeof(eli_block_q6_K);
+            const int8_t *scales = (const int8_t *)(x + offsetof(eli_block_q6_K, scales));
+            int32x4_t l0 = vdupq_n_s32(0), l1 = l0;
+            for (int h = 0; h < 2; h++) {
+                const uint8_t *ql = x + offsetof(eli_block_q6_K, ql) + 64 * h;
+                const uint8_t *qh = x + offsetof(eli_block_q6_K, qh) + 32 * h;
+                const uint8x16_t L0 = vld1q_u8(ql), L1 = vld1q_u8(ql + 16), L2 = vld1q_u8(ql + 32),
+                                 L3 = vld1q_u8(ql + 48);
+                const uint8x16_t H0 = vld1q_u8(qh), H1 = vld1q_u8(qh + 16);
+                uint8x16_t u[8];
+                u[0] = vorrq_u8(vandq_u8(L0, m4), vandq_u8(vshlq_n_u8(H0, 4), m3));
+                u[1] = vorrq_u8(vandq_u8(L1, m4), vandq_u8(vshlq_n_u8(H1, 4), m3));
+                u[2] = vorrq_u8(vandq_u8(L2, m4), vandq_u8(vshlq_n_u8(H0, 2), m3));
+                u[3] = vorrq_u8(vandq_u8(L3, m4), vandq_u8(vshlq_n_u8(H1, 2), m3));
+                u[4] = vorrq_u8(vshrq_n_u8(L0, 4), vandq_u8(H0, m3));
+                u[5] = vorrq_u8(vshrq_n_u8(L1, 4), vandq_u8(H1, m3));
+                u[6] = vorrq_u8(vshrq_n_u8(L2, 4), vandq_u8(vshrq_n_u8(H0, 2), m3));
+                u[7] = vorrq_u8(vshrq_n_u8(L3, 4), vandq_u8(vshrq_n_u8(H1, 2), m3));
+                for (int m = 0; m < 8; m++) {
+                    const int8x16_t a = vsubq_s8(s8(u[m]), c32);
+                    lanes_scale(&l0, &l1, lanes16(a, vld1q_s8(yq + 128 * h + 16 * m)), scales[8 * h + m]);
+                }
+            }
+            acc_lanes(&acc0[r], &acc1[r], h2f(x + offsetof(eli_block_q6_K, d)) * yd, l0, l1);
+        }
+    }
+    for (int r = 0; r < nr; r++) s[r] = lanes_total(0.0f, acc0[r], acc1[r]);
+}
+
+static float vec_dot_q6_K(int64_t n, const void *vx, const void *vy) {
+    float s;
+    vec_dot_q6_K_nr(n, 1, vx, 0, vy, &s);
+    return s;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * float formats: products rounded to float, accumulated in double (order differs from the reference)
+ * ------------------------------------------------------------------------------------------------- */
+
+#define LD4_F32(p) vreinterpretq_f32_u8(vld1q_u8(p))
+#define LD4_F16(p) vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(p)))
+#define LD4_BF16(p) vreinterpretq_f32_u32(vshll_n_u16(vreinterpret_u16_u8(vld1_u8(p)), 16))
+
+static inline float ld_bf16(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return eli_bf16_to_fp32(h);
+}
+
+#define DEF_FDOT(NAME, ESZ, LOAD4, LOAD1)                                                      \
+    static float NAME(int64_t n, const void *vx, const void *vy) {                             \
+        const uint8_t *px = vx, *py = vy;                                                      \
+        float64x2_t a0 = vdupq_n_f64(0.0), a1 = a0, a2 = a0, a3 = a0;                          \
+        int64_t i = 0;                                                                         \
+        for (; i + 8 <= n; i += 8) {                                                           \
+            const float32x4_t p0 = vmulq_f32(LOAD4(px + ESZ * i), LOAD4(py + ESZ * i));        \
+            const float32x4_t p1 = vmulq_f32(LOAD4(px + ESZ * (i + 4)), LOAD4(py + ESZ * (i + 4))); \
+            a0 = vaddq_f64(a0, vcvt_f64_f32(vget_low_f32(p0)));                                \
+            a1 = vaddq_f64(a1, vcvt_high_f64_f32(p0));                                         \
+            a2 = vaddq_f64(a2, vcvt_f64_f32(vget_low_f32(p1)));                                \
+            a3 = vaddq_f64(a3, vcvt_high_f64_f32(p1));                                         \
+        }                                                                                      \
+        for (; i + 4 <= n; i += 4) {                                                           \
+            const float32x4_t p0 = vmulq_f32(LOAD4(px + ESZ * i), LOAD4(py + ESZ * i));        \
+            a0 = vaddq_f64(a0, vcvt_f64_f32(vget_low_f32(p0)));                                \
+            a1 = vaddq_f64(a1, vcvt_high_f64_f32(p0));                                         \
+        }                                                                                      \
+        double sum = vaddvq_f64(vaddq_f64(vaddq_f64(a0, a1), vaddq_f64(a2, a3)));              \
+        for (; i < n; i++) sum += (double)(LOAD1(px + ESZ * i) * LOAD1(py + ESZ * i));         \
+        return (float)sum;                                                                     \
+    }
+
+DEF_FDOT(vec_dot_f32, 4, LD4_F32, ld_f32)
+DEF_FDOT(vec_dot_f16, 2, LD4_F16, h2f)
+DEF_FDOT(vec_dot_bf16, 2, LD4_BF16, ld_bf16)
+
+/* ---------------------------------------------------------------------------------------------------
+ * attention helpers (float accumulation, FMA)
+ * ------------------------------------------------------------------------------------------------- */
+
+#define LDH4(p) vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)))
+
+static float dot_f32(int64_t n, const float *a, const float *b) {
+    float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = vfmaq_f32(s0, vld1q_f32(a + i), vld1q_f32(b + i));
+        s1 = vfmaq_f32(s1, vld1q_f32(a + i + 4), vld1q_f32(b + i + 4));
+        s2 = vfmaq_f32(s2, vld1q_f32(a + i + 8), vld1q_f32(b + i + 8));
+        s3 = vfmaq_f32(s3, vld1q_f32(a + i + 12), vld1q_f32(b + i + 12));
+    }
+    for (; i + 4 <= n; i += 4) s0 = vfmaq_f32(s0, vld1q_f32(a + i), vld1q_f32(b + i));
+    float s = vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+static float dot_f16_f32(int64_t n, const eli_fp16 *a, const float *b) {
+    float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = vfmaq_f32(s0, LDH4(a + i), vld1q_f32(b + i));
+        s1 = vfmaq_f32(s1, LDH4(a + i + 4), vld1q_f32(b + i + 4));
+        s2 = vfmaq_f32(s2, LDH4(a + i + 8), vld1q_f32(b + i + 8));
+        s3 = vfmaq_f32(s3, LDH4(a + i + 12), vld1q_f32(b + i + 12));
+    }
+    for (; i + 4 <= n; i += 4) s0 = vfmaq_f32(s0, LDH4(a + i), vld1q_f32(b + i));
+    float s = vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
+    for (; i < n; i++) s += h2f((const uint8_t *)(a + i)) * b[i];
+    return s;
+}
+
+static void axpy_f32(int64_t n, float a, const float *x, float *y) {
+    const float32x4_t va = vdupq_n_f32(a);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_f32(vld1q_f32(y + i), va, vld1q_f32(x + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+static void f16_to_f32(int64_t n, const eli_fp16 *x, float *y) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, LDH4(x + i));
+    for (; i < n; i++) y[i] = h2f((const uint8_t *)(x + i));
+}
+
+static void scale_f32(int64_t n, float a, float *y) {
+    const float32x4_t va = vdupq_n_f32(a);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vmulq_f32(va, vld1q_f32(y + i)));
+    for (; i < n; i++) y[i] *= a;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * the tables (data only: the dotprod one is used only after kernels.c checked HWCAP_ASIMDDP)
+ * ------------------------------------------------------------------------------------------------- */
+
+#define NEON_COMMON                                                                   \
+    .nr = {[ELI_TYPE_Q4_0] = 4, [ELI_TYPE_Q4_1] = 4, [ELI_TYPE_Q5_0] = 4, [ELI_TYPE_Q5_1] = 4, \
+           [ELI_TYPE_Q8_0] = 4, [ELI_TYPE_Q4_K] = 4, [ELI_TYPE_Q5_K] = 4, [ELI_TYPE_Q6_K] = 4}, \
+    .quantize = {[ELI_TYPE_Q8_0] = quantize_q8_0, [ELI_TYPE_Q8_1] = quantize_q8_1,    \
+                 [ELI_TYPE_Q8_K] = quantize_q8_K, [ELI_TYPE_F16] = quantize_f16,      \
+                 [ELI_TYPE_BF16] = quantize_bf16},                                    \
+    .dot_f32 = dot_f32, .dot_f16_f32 = dot_f16_f32, .axpy_f32 = axpy_f32, .f16_to_f32 = f16_to_f32, \
+    .scale_f32 = scale_f32
+
+const eli_kernels eli_kernels_neon_table = {
+    .name = "neon",
+    .vec_dot =
+        {
+            [ELI_TYPE_F32] = vec_dot_f32,
+            [ELI_TYPE_F16] = vec_dot_f16,
+            [ELI_TYPE_BF16] = vec_dot_bf16,
+            [ELI_TYPE_Q4_0] = vec_dot_q4_0,
+            [ELI_TYPE_Q4_1] = vec_dot_q4_1,
+            [ELI_TYPE_Q5_0] = vec_dot_q5_0,
+            [ELI_TYPE_Q5_1] = vec_dot_q5_1,
+            [ELI_TYPE_Q8_0] = vec_dot_q8_0,
+            [ELI_TYPE_Q4_K] = vec_dot_q4_K,
+            [ELI_TYPE_Q5_K] = vec_dot_q5_K,
+            [ELI_TYPE_Q6_K] = vec_dot_q6_K,
+        },
+    .vec_dot_nr =
+        {
+            [ELI_TYPE_Q4_0] = vec_dot_q4_0_nr,
+            [ELI_TYPE_Q4_1] = vec_dot_q4_1_nr,
+            [ELI_TYPE_Q5_0] = vec_dot_q5_0_nr,
+            [ELI_TYPE_Q5_1] = vec_dot_q5_1_nr,
+            [ELI_TYPE_Q8_0] = vec_dot_q8_0_nr,
+            [ELI_TYPE_Q4_K] = vec_dot_q4_K_nr,
+            [ELI_TYPE_Q5_K] = vec_dot_q5_K_nr,
+            [ELI_TYPE_Q6_K] = vec_dot_q6_K_nr,
+        },
+    NEON_COMMON,
+};
+
+const eli_kernels eli_kernels_neon_dotprod_table = {
+    .name = "neon-dotprod",
+    .vec_dot =
+        {
+            [ELI_TYPE_F32] = vec_dot_f32,
+            [ELI_TYPE_F16] = vec_dot_f16,
+            [ELI_TYPE_BF16] = vec_dot_bf16,
+            [ELI_TYPE_Q4_0] = vec_dot_q4_0_dp,
+            [ELI_TYPE_Q4_1] = vec_dot_q4_1_dp,
+            [ELI_TYPE_Q5_0] = vec_dot_q5_0_dp,
+            [ELI_TYPE_Q5_1] = vec_dot_q5_1_dp,
+            [ELI_TYPE_Q8_0] = vec_dot_q8_0_dp,
+            [ELI_TYPE_Q4_K] = vec_dot_q4_K_dp,
+            [ELI_TYPE_Q5_K] = vec_dot_q5_K_dp,
+            [ELI_TYPE_Q6_K] = vec_dot_q6_K,
+        },
+    .vec_dot_nr =
+        {
+            [ELI_TYPE_Q4_0] = vec_dot_q4_0_dp_nr,
+            [ELI_TYPE_Q4_1] = vec_dot_q4_1_dp_nr,
+            [ELI_TYPE_Q5_0] = vec_dot_q5_0_dp_nr,
+            [ELI_TYPE_Q5_1] = vec_dot_q5_1_dp_nr,
+            [ELI_TYPE_Q8_0] = vec_dot_q8_0_dp_nr,
+            [ELI_TYPE_Q4_K] = vec_dot_q4_K_dp_nr,
+            [ELI_TYPE_Q5_K] = vec_dot_q5_K_dp_nr,
+            [ELI_TYPE_Q6_K] = vec_dot_q6_K_nr,
+        },
+    NEON_COMMON,
+};
+
+#else
+/* Not an aarch64 NEON build: nothing here (kernels.c only references the NEON tables on aarch64). */
+typedef int eli_kernels_neon_unused;
+#endif
