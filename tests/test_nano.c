@@ -1,0 +1,170 @@
+/* The embedded eliza-1-nano bundle (models/eliza-1-nano) against its independent PyTorch reference
+ * (tools/train/gemma4_ref.py; data in tests/data/nano_ref.*, see tools/train/README.md):
+ * - the text model's logits for a fixed 64-token sequence: mean KLD <= 1e-5 with an f32 KV cache;
+ * - one draft round of the MTP drafter (3 steps at a constant position): mean KLD <= 1e-5;
+ * - greedy generation with the drafter is identical to greedy without it, and drafts are accepted;
+ * - the bundle's manifest lists the files with their sizes. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "drafter.h"
+#include "engine.h"
+#include "quants.h"
+#include "test.h"
+
+#define BUNDLE ELI_SOURCE_DIR "/models/eliza-1-nano"
+#define DATA ELI_SOURCE_DIR "/tests/data/"
+
+static float *read_f32(const char *path, size_t n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    float *d = malloc(n * sizeof *d);
+    size_t got = d ? fread(d, sizeof *d, n, f) : 0;
+    fclose(f);
+    if (got != n) free(d), d = NULL;
+    return d;
+}
+
+/* mean over rows of KLD(ref || ours), in float64 */
+static double mean_kld(const float *ref, const float *ours, int rows, int n) {
+    double total = 0;
+    for (int r = 0; r < rows; r++) {
+        const float *a = ref + (size_t)r * n, *b = ours + (size_t)r * n;
+        double ma = -INFINITY, mb = -INFINITY, sa = 0, sb = 0, kld = 0;
+        for (int j = 0; j < n; j++) ma = a[j] > ma ? a[j] : ma, mb = b[j] > mb ? b[j] : mb;
+        for (int j = 0; j < n; j++) sa += exp(a[j] - ma), sb += exp(b[j] - mb);
+        for (int j = 0; j < n; j++) {
+            double pa = a[j] - ma - log(sa), pb = b[j] - mb - log(sb);
+            kld += exp(pa) * (pa - pb);
+        }
+        total += kld / rows;
+    }
+    return total;
+}
+
+int main(void) {
+    eli_error err = {0};
+    eli_model *m = eli_model_load(BUNDLE "/text/eliza-1-nano.gguf", &err);
+    CHECK(m != NULL, "%s", err.msg);
+    eli_model *d = eli_model_load(BUNDLE "/mtp/drafter-nano.gguf", &err);
+    CHECK(d != NULL, "%s", err.msg);
+    if (!m || !d) TEST_MAIN_END();
+    CHECK(eli_drafter_bind(d, m, &err) == ELI_OK, "%s", err.msg);
+    const int V = m->hp.n_vocab;
+    CHECK(m->hp.n_pl > 0 && m->hp.n_shared_kv > 0, "nano uses per-layer embeddings and KV sharing");
+
+    /* the text model vs the reference */
+    int32_t ids[64];
+    FILE *f = fopen(DATA "nano_ref.tokens.txt", "r");
+    int n = 0;
+    long x;
+    while (f && n < 64 && fscanf(f, "%ld", &x) == 1) ids[n++] = (int32_t)x;
+    if (f) fclose(f);
+    CHECK(n == 64, "tokens: %d", n);
+    float *want = read_f32(DATA "nano_ref.logits.f32", (size_t)64 * V);
+    CHECK(want != NULL, "reference logits");
+    eli_context_params cp = eli_context_default_params();
+    cp.n_ctx = 128;
+    cp.kv_type = ELI_TYPE_F32;
+    eli_context *c = eli_context_create(m, &cp, &err);
+    float *got = malloc(sizeof(float) * (size_t)64 * V);
+    CHECK(c && eli_decode(c, ids, 64, got, 1, &err) == ELI_OK, "%s", err.msg);
+    if (want) {
+        double k = mean_kld(want, got, 64, V);
+        printf("nano text model vs PyTorch reference: mean KLD %.3g\n", k);
+        CHECK(k <= 1e-5, "mean KLD %.3g > 1e-5", k);
+    }
+
+    /* one draft round vs the reference: target holds 0..31; id_last = ids[32] at position 32 */
+    /* nano_ref.draft.txt: "# ..." comment lines, then "n_ctx N", "id_last T", "n_draft K", "drafted d1 .. dK" */
+    int32_t round[4] = {-1, -1, -1, -1};
+    n = 0;
+    f = fopen(DATA "nano_ref.draft.txt", "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) {
+        long a, b, c2;
+        if (sscanf(line, "id_last %ld", &a) == 1) round[0] = (int32_t)a, n++;
+        if (sscanf(line, "drafted %ld %ld %ld", &a, &b, &c2) == 3) round[1] = (int32_t)a, round[2] = (int32_t)b, round[3] = (int32_t)c2, n += 3;
+    }
+    if (f) fclose(f);
+    float *dwant = read_f32(DATA "nano_ref.draft.logits.f32", (size_t)3 * V);
+    CHECK(dwant != NULL, "reference draft logits");
+    if (dwant && n == 4) {
+        eli_context_reset(c);
+        const int E = m->hp.n_embd;
+        float *h = malloc(sizeof(float) * (size_t)E), *h2 = malloc(sizeof(float) * (size_t)E);
+        float *dl = malloc(sizeof(float) * (size_t)3 * V);
+        eli_outputs o = {NULL, h, 0};
+        CHECK(eli_decode_ex(c, ids, 32, &o, &err) == ELI_OK, "%s", err.msg);
+        eli_drafter *dr = eli_drafter_create(d, m, cp.n_ctx, &err);
+        int32_t t = round[0];
+        int same = 1;
+        for (int s = 0; s < 3; s++) {
+            CHECK(eli_drafter_step(dr, c, t, 32, h, dl + (size_t)s * V, h2, &err) == ELI_OK, "%s", err.msg);
+            int best = 0;
+            for (int j = 1; j < V; j++) best = dl[(size_t)s * V + j] > dl[(size_t)s * V + best] ? j : best;
+            same &= best == round[s + 1];
+            t = best;
+            memcpy(h, h2, sizeof(float) * (size_t)E);
+        }
+        double k = mean_kld(dwant, dl, 3, V);
+        printf("nano drafter round vs PyTorch reference: mean KLD %.3g, drafted ids %s\n", k, same ? "equal" : "DIFFER");
+        CHECK(k <= 1e-5 && same, "draft KLD %.3g, ids %s", k, same ? "equal" : "differ");
+        eli_drafter_free(dr);
+        free(h), free(h2), free(dl);
+    }
+
+    /* greedy with the drafter == greedy without, and the drafter earns its keep */
+    eli_tokenizer *tok = eli_tokenizer_load(m->file, &err);
+    CHECK(tok != NULL, "%s", err.msg);
+    int32_t a[128], b[128];
+    int na = 0, nb = 0;
+    int64_t drafted = 0, accepted = 0;
+    for (int pass = 0; pass < 2 && tok; pass++) {
+        eli_gen_params p = eli_gen_default_params();
+        p.ctx.n_ctx = 256;
+        p.sampling.temperature = 0;
+        p.max_tokens = 96;
+        if (pass) p.draft = d, p.draft_min = 1, p.draft_max = 6;
+        eli_gen *g = eli_gen_create(m, tok, &p, &err);
+        CHECK(g && eli_gen_prefill(g, ids, 64, NULL, &err) == ELI_OK, "%s", err.msg);
+        int32_t *out = pass ? b : a, step[16];
+        int *cnt = pass ? &nb : &na;
+        for (int r = 0; r == 0 && g;) {
+            size_t k;
+            r = eli_gen_next(g, step, 8, &k, NULL, 0, NULL, NULL, NULL, &err);
+            for (size_t i = 0; i < k && *cnt < 128; i++) out[(*cnt)++] = step[i];
+        }
+        if (pass && g) drafted = eli_gen_spec_stats(g).drafted, accepted = eli_gen_spec_stats(g).accepted;
+        eli_gen_free(g);
+    }
+    printf("nano greedy with MTP: %d tokens, %lld drafted, %lld accepted\n", nb, (long long)drafted, (long long)accepted);
+    CHECK(na == nb && na > 0 && !memcmp(a, b, sizeof(int32_t) * (size_t)na), "greedy with MTP == without (%d vs %d)", na, nb);
+    CHECK(accepted * 2 > drafted, "the nano drafter's greedy acceptance is above 50%% (%lld / %lld)", (long long)accepted,
+          (long long)drafted);
+
+    /* the manifest names both files with their sizes */
+    f = fopen(BUNDLE "/eliza-1.manifest.json", "rb");
+    CHECK(f != NULL, "manifest");
+    if (f) {
+        char buf[1 << 16];
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        buf[len] = '\0';
+        fclose(f);
+        struct stat st;
+        char size[64];
+        stat(BUNDLE "/text/eliza-1-nano.gguf", &st);
+        snprintf(size, sizeof size, "%lld", (long long)st.st_size);
+        CHECK(strstr(buf, "eliza-1-nano.gguf") && strstr(buf, "drafter-nano.gguf") && strstr(buf, "sha256") && strstr(buf, size),
+              "manifest lists the files, their sha256 and sizes");
+    }
+    eli_tokenizer_free(tok);
+    free(want), free(got), free(dwant);
+    eli_context_free(c);
+    eli_model_free(d);
+    eli_model_free(m);
+    TEST_MAIN_END();
+}
