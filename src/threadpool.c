@@ -61,6 +61,7 @@ static void *worker(void *arg) {
             }
             pthread_mutex_lock(&p->mu);
             atomic_fetch_add(&p->sleepers, 1);
+            atomic_thread_fence(memory_order_seq_cst); /* see eli_pool_run */
             while (atomic_load(&p->generation) == seen && !atomic_load(&p->quit)) pthread_cond_wait(&p->work_cv, &p->mu);
             atomic_fetch_sub(&p->sleepers, 1);
             pthread_mutex_unlock(&p->mu);
@@ -68,7 +69,9 @@ static void *worker(void *arg) {
         if (atomic_load(&p->quit)) break;
         seen = g;
         p->fn(p->ctx, ith, p->n);
-        if (atomic_fetch_sub(&p->pending, 1) == 1 && atomic_load(&p->caller_sleeping)) {
+        const int last = atomic_fetch_sub(&p->pending, 1) == 1;
+        atomic_thread_fence(memory_order_seq_cst);
+        if (last && atomic_load(&p->caller_sleeping)) {
             pthread_mutex_lock(&p->mu);
             pthread_cond_signal(&p->done_cv);
             pthread_mutex_unlock(&p->mu);
@@ -140,6 +143,11 @@ void eli_pool_run(eli_pool *p, eli_pool_fn fn, void *ctx) {
     p->ctx = ctx;
     atomic_store(&p->pending, p->n - 1);
     atomic_fetch_add(&p->generation, 1); /* publishes fn/ctx (seq_cst) */
+    /* Each side of a sleep handshake writes its own word, then reads the other's. seq_cst atomics already
+     * order that store before that load in C11; the explicit fences make it hold on translators that map
+     * acquire/release atomics without a full barrier (qemu-user running aarch64 code on x86 lost a wake-up
+     * without them). One fence per job, on the paths that may sleep. */
+    atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->work_cv);
@@ -154,6 +162,7 @@ void eli_pool_run(eli_pool *p, eli_pool_fn fn, void *ctx) {
         }
         pthread_mutex_lock(&p->mu);
         atomic_store(&p->caller_sleeping, 1);
+        atomic_thread_fence(memory_order_seq_cst);
         while (atomic_load(&p->pending) != 0) pthread_cond_wait(&p->done_cv, &p->mu);
         atomic_store(&p->caller_sleeping, 0);
         pthread_mutex_unlock(&p->mu);

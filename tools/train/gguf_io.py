@@ -275,6 +275,9 @@ class GGUFWriter:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)   # mkstemp creates 0600
             os.replace(tmp, path)
         except BaseException:
             if os.path.exists(tmp):
