@@ -17,6 +17,7 @@ struct eli_drafter {
     float *gate, *up; /* [n_ff max] */
     float *y;      /* [n_embd] */
     float *scores, *tmp;
+    void *flash_work;       /* eli_attend_flash scratch for the largest group of heads */
     float *centroid_logits; /* [n_centroids] */
     int32_t *cand;          /* [centroid_top_k * tokens per cluster]: the masked head's candidate tokens */
     float *cand_logits;
@@ -54,7 +55,7 @@ int eli_drafter_bind(eli_model *draft, const eli_model *target, eli_error *err) 
 void eli_drafter_free(eli_drafter *d) {
     if (!d) return;
     free(d->xh), free(d->c), free(d->cn), free(d->o), free(d->q), free(d->att), free(d->gate), free(d->up);
-    free(d->y), free(d->scores), free(d->tmp), free(d->centroid_logits), free(d->cand), free(d->cand_logits);
+    free(d->y), free(d->scores), free(d->tmp), free(d->flash_work), free(d->centroid_logits), free(d->cand), free(d->cand_logits);
     eli_buf_free(&d->qbuf);
     free(d);
 }
@@ -66,12 +67,13 @@ eli_drafter *eli_drafter_create(const eli_model *draft, const eli_model *target,
         return NULL;
     }
     const eli_hparams *hp = &draft->hp;
-    int64_t qmax = 0, ffmax = 0, dmax = 0;
+    int64_t qmax = 0, ffmax = 0, dmax = 0, gmax = 1;
     for (int il = 0; il < hp->n_layer; il++) {
         const eli_layer *l = &draft->layers[il];
         if ((int64_t)l->n_head * l->head_dim > qmax) qmax = (int64_t)l->n_head * l->head_dim;
         if (l->n_ff > ffmax) ffmax = l->n_ff;
         if (l->head_dim > dmax) dmax = l->head_dim;
+        if (l->n_head / l->n_head_kv > gmax) gmax = l->n_head / l->n_head_kv;
     }
     d->dm = draft;
     d->tm = target;
@@ -87,6 +89,7 @@ eli_drafter *eli_drafter_create(const eli_model *draft, const eli_model *target,
     d->up = malloc(sizeof(float) * (size_t)ffmax);
     d->scores = malloc(sizeof(float) * (size_t)(n_ctx > 0 ? n_ctx : 1));
     d->tmp = malloc(sizeof(float) * 2 * (size_t)dmax);
+    d->flash_work = malloc(eli_attend_flash_work_size((int)gmax, (int)dmax));
     const int masked = draft->masked_centroids.data != NULL;
     if (masked) {
         const size_t n_cand = (size_t)draft->centroid_top_k * (size_t)(hp->n_vocab / draft->n_centroids);
@@ -94,7 +97,7 @@ eli_drafter *eli_drafter_create(const eli_model *draft, const eli_model *target,
         d->cand = malloc(sizeof(int32_t) * n_cand);
         d->cand_logits = malloc(sizeof(float) * n_cand);
     }
-    if (!d->xh || !d->c || !d->cn || !d->o || !d->y || !d->q || !d->att || !d->gate || !d->up || !d->scores || !d->tmp ||
+    if (!d->xh || !d->c || !d->cn || !d->o || !d->y || !d->q || !d->att || !d->gate || !d->up || !d->scores || !d->tmp || !d->flash_work ||
         (masked && (!d->centroid_logits || !d->cand || !d->cand_logits))) {
         eli_drafter_free(d);
         eli_fail(err, ELI_ERR_OOM, "out of memory for the drafter");
@@ -166,14 +169,21 @@ int eli_drafter_step(eli_drafter *d, eli_context *target, int32_t t, int32_t pos
         const eli_kv_layer *cache = &kv->layers[l->kv_source];
         int32_t p_lo = 0, p_hi = pos - 1; /* the target holds 0 .. pos-1; the query sits at pos */
         if (l->is_swa && pos - hp->n_swa + 1 > 0) p_lo = pos - hp->n_swa + 1;
-        for (int h = 0; h < H; h++) {
-            const size_t off = eli_row_size(kv->type, (int64_t)(h / group) * dd);
-            if (p_hi < p_lo) {
-                memset(d->att + h * dd, 0, (size_t)dd * sizeof(float));
-                continue;
+        if (p_hi < p_lo) {
+            memset(d->att, 0, sizeof(float) * (size_t)H * dd);
+        } else if (k != eli_kernels_reference() && (kv->type == ELI_TYPE_F32 || kv->type == ELI_TYPE_F16)) {
+            /* as the target does: the heads sharing a KV head in one fused pass over the cache */
+            for (int g = 0; g < l->n_head_kv; g++) {
+                const size_t off = eli_row_size(kv->type, (int64_t)g * dd);
+                eli_attend_flash(k, d->q + (size_t)g * group * dd, group, dd, cache->k + off, cache->v + off, kv->type,
+                                 cache->row_bytes, cache->n_cells, p_lo, p_hi, d->flash_work, d->att + (size_t)g * group * dd);
             }
-            eli_attend(d->q + h * dd, dd, cache->k + off, cache->v + off, kv->type, cache->row_bytes, cache->n_cells, p_lo,
-                       p_hi, d->scores, d->tmp, d->att + h * dd);
+        } else {
+            for (int h = 0; h < H; h++) {
+                const size_t off = eli_row_size(kv->type, (int64_t)(h / group) * dd);
+                eli_attend(k, d->q + h * dd, dd, cache->k + off, cache->v + off, kv->type, cache->row_bytes, cache->n_cells,
+                           p_lo, p_hi, d->scores, d->tmp, d->att + h * dd);
+            }
         }
         if ((rc = eli_matmul_k(pool, k, &l->wo, 0, d->att, 1, d->o, &d->qbuf))) goto oom;
         add_normed(d->c, d->o, l->post_attn_norm, E, hp->rms_eps);

@@ -225,7 +225,7 @@ static void attn_task(void *ctx, int ith, int nth) {
                              j->c->flash_work + (size_t)ith * j->c->flash_work_bytes, out);
             i += n;
         } else {
-            eli_attend(q, d, j->cache->k + head_off, j->cache->v + head_off, type, j->cache->row_bytes,
+            eli_attend(j->c->kern, q, d, j->cache->k + head_off, j->cache->v + head_off, type, j->cache->row_bytes,
                        j->cache->n_cells, p_lo, pos, scores, tmp, out);
             i++;
         }

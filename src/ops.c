@@ -91,15 +91,16 @@ void eli_softcap(float *x, int64_t n, float c) {
     for (int64_t i = 0; i < n; i++) x[i] = tanhf(x[i] * inv) * c;
 }
 
-void eli_attend(const float *q, int d, const uint8_t *k_head, const uint8_t *v_head, uint32_t kv_type,
-                size_t row_bytes, int64_t n_cells, int32_t p_lo, int32_t p_hi, float *scores, float *tmp, float *out) {
+void eli_attend(const eli_kernels *k, const float *q, int d, const uint8_t *k_head, const uint8_t *v_head,
+                uint32_t kv_type, size_t row_bytes, int64_t n_cells, int32_t p_lo, int32_t p_hi, float *scores, float *tmp,
+                float *out) {
     const int64_t n = (int64_t)p_hi - p_lo + 1;
     for (int i = 0; i < d; i++) out[i] = 0.0f;
     if (kv_type == ELI_TYPE_F32) {
         for (int64_t j = 0; j < n; j++) {
-            const float *k = (const float *)(k_head + (size_t)((p_lo + j) % n_cells) * row_bytes);
+            const float *kr = (const float *)(k_head + (size_t)((p_lo + j) % n_cells) * row_bytes);
             float s = 0.0f;
-            for (int i = 0; i < d; i++) s += q[i] * k[i];
+            for (int i = 0; i < d; i++) s += q[i] * kr[i];
             scores[j] = s;
         }
         eli_softmax_inplace(scores, n);
@@ -113,9 +114,9 @@ void eli_attend(const float *q, int d, const uint8_t *k_head, const uint8_t *v_h
     const eli_type_traits *tt = eli_type_info(kv_type);
     float *vrow = tmp;
     uint8_t *qc = (uint8_t *)(tmp + d);
-    eli_type_info(tt->vec_dot_type)->quantize(q, qc, d);
-    for (int64_t j = 0; j < n; j++)
-        scores[j] = tt->vec_dot(d, k_head + (size_t)((p_lo + j) % n_cells) * row_bytes, qc);
+    const eli_vec_dot_fn dot = k->vec_dot[kv_type];
+    k->quantize[tt->vec_dot_type](q, qc, d);
+    for (int64_t j = 0; j < n; j++) scores[j] = dot(d, k_head + (size_t)((p_lo + j) % n_cells) * row_bytes, qc);
     eli_softmax_inplace(scores, n);
     for (int64_t j = 0; j < n; j++) {
         tt->dequantize(v_head + (size_t)((p_lo + j) % n_cells) * row_bytes, vrow, d);

@@ -35,9 +35,10 @@ void eli_softcap(float *x, int64_t n, float c);
 /* One head of attention: q (d floats) against the cache rows of positions [p_lo, p_hi]. The row of
  * position p is at cell p % n_cells, row_bytes apart; k_head / v_head point at this KV head's first
  * element in cell 0; kv_type is any cache type (see kv_cache.h). scores needs p_hi - p_lo + 1 floats,
- * tmp 2*d floats. Scale 1.0, no softcap (Gemma 4). */
-void eli_attend(const float *q, int d, const uint8_t *k_head, const uint8_t *v_head, uint32_t kv_type,
-                size_t row_bytes, int64_t n_cells, int32_t p_lo, int32_t p_hi, float *scores, float *tmp, float *out);
+ * tmp 2*d floats. Scale 1.0, no softcap (Gemma 4). Q·K goes through the dot of the kernel table k. */
+void eli_attend(const eli_kernels *k, const float *q, int d, const uint8_t *k_head, const uint8_t *v_head,
+                uint32_t kv_type, size_t row_bytes, int64_t n_cells, int32_t p_lo, int32_t p_hi, float *scores, float *tmp,
+                float *out);
 
 /* Fused (flash-style) attention of G query heads that share one KV head: q and out hold G vectors of d
  * floats back to back; the cache addressing is eli_attend's. One pass over the cache in chunks with an

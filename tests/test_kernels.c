@@ -250,7 +250,7 @@ static void check_attention(const eli_kernels *K) {
             for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++) {
                 fill(q, (int64_t)G * d, 0);
                 for (int g = 0; g < G; g++)
-                    eli_attend(q + g * d, d, kc, vc, type, row_bytes, n_cells, ranges[ri][0], ranges[ri][1], scores, t2,
+                    eli_attend(eli_kernels_reference(), q + g * d, d, kc, vc, type, row_bytes, n_cells, ranges[ri][0], ranges[ri][1], scores, t2,
                                ref + g * d);
                 eli_attend_flash(K, q, G, d, kc, vc, type, row_bytes, n_cells, ranges[ri][0], ranges[ri][1], work, got);
                 for (int i = 0; i < G * d; i++)

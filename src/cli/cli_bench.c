@@ -209,6 +209,11 @@ static int bench_mtp(const eli_model *m, const char *draft_path, const char *pro
         cli_die("%s", rc ? err.msg : "out of memory");
         rc = 1;
     } else {
+        /* a long prompt file is cut to its first tokens, leaving room for the generation in the context */
+        int64_t room = (int64_t)m->hp.n_ctx_train - n - draft_max - 2;
+        if (room > 1024) room = 1024;
+        if (room < 1) room = 1;
+        if ((int64_t)n_ids > room) n_ids = (size_t)room;
         eli_gen_params p = eli_gen_default_params();
         p.ctx = *cp;
         p.ctx.n_ctx = (int64_t)n_ids + n + draft_max + 2;
