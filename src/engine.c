@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend.h"
 #include "drafter.h"
@@ -221,6 +222,12 @@ static void deliver_text(eli_gen *g, char *out, size_t cap) {
     g->n_carry -= n;
 }
 
+static double eli_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* Commits a generated token: history, counters, text. Returns 1 when it ends the stream (EOG: not
  * emitted), 0 when emitted, negative on error. */
 static int commit(eli_gen *g, int32_t t, int32_t *tokens_out, size_t *n, eli_error *err) {
@@ -296,8 +303,11 @@ int eli_gen_next(eli_gen *g, int32_t *tokens_out, size_t tokens_cap, size_t *n_o
             if ((rc = spec_step(g, w, tokens_out, &n, &dr, &ac, err))) break;
             continue;
         }
+        const int timed = g->spec && g->pending; /* a plain step whose decode MTP could have replaced */
+        const double t0 = timed ? eli_now_s() : 0;
         if ((rc = ensure_logits(g, cancel, err))) break;
         int32_t t = eli_sampler_sample(g->smp, g->logits);
+        if (timed) eli_spec_note_plain(g->spec, eli_now_s() - t0);
         eli_sampler_accept(g->smp, t);
         g->pending = 1;
         g->logits_valid = 0; /* the hidden state stays: it is that of the position before the pending token */

@@ -4,9 +4,12 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define PAUSE_AFTER 4   /* rounds with nothing accepted at the smallest window before pausing */
 #define PAUSE_MAX 256   /* longest pause, in tokens */
+#define SPEED_SAMPLES 4 /* plain steps and rounds measured before comparing their speed */
+#define PROBE_EVERY 256 /* tokens committed by rounds between two re-measurements of plain steps */
 
 struct eli_spec {
     const eli_model *dm, *tm;
@@ -15,6 +18,10 @@ struct eli_spec {
     float temperature;
     uint64_t seed, rng;
     int misses, pause, pause_len; /* consecutive empty rounds; tokens left in the pause; next pause */
+    /* measured seconds per committed token (moving averages) of MTP rounds and of plain steps: MTP pauses
+     * while it is slower than plain decoding on this machine and model */
+    double t_mtp, t_plain;
+    int n_mtp, n_plain, since_probe;
     eli_spec_stats stats;
     /* scratch */
     int32_t *batch;          /* [draft_max + 1] */
@@ -106,6 +113,8 @@ void eli_spec_reset(eli_spec *s) {
     s->misses = 0;
     s->pause = 0;
     s->pause_len = 8;
+    s->t_mtp = s->t_plain = 0;
+    s->n_mtp = s->n_plain = s->since_probe = 0;
     s->rng = s->seed ^ 0x6D7470ull; /* "mtp" */
     s->stats.window = s->window;
 }
@@ -117,9 +126,41 @@ int eli_spec_window(eli_spec *s, int64_t max_tokens) {
         s->pause--;
         return 0;
     }
+    /* a few plain steps first, and again now and then, so the speed comparison has both sides */
+    if (s->n_plain < SPEED_SAMPLES) return 0;
+    if (s->since_probe >= PROBE_EVERY) {
+        s->since_probe = 0;
+        s->n_plain = 0;
+        return 0;
+    }
     int64_t w = s->window;
     if (w > max_tokens - 1) w = max_tokens - 1; /* a round returns up to w + 1 tokens */
     return w > 0 ? (int)w : 0;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void average(double *t, int *n, double sample) {
+    *t = *n ? 0.75 * *t + 0.25 * sample : sample;
+    if (*n < 1000) (*n)++;
+}
+
+void eli_spec_note_plain(eli_spec *s, double seconds) { average(&s->t_plain, &s->n_plain, seconds); }
+
+/* Pauses drafting (for a growing number of tokens, then re-measures) when MTP rounds have been slower per
+ * token than plain steps: the break-even depends on the machine and the model (a model whose weights
+ * sit in cache pays a verify batch almost linearly), so it is measured, not assumed. */
+static void check_speed(eli_spec *s) {
+    if (s->n_mtp < SPEED_SAMPLES || s->n_plain < SPEED_SAMPLES || s->pause > 0) return;
+    if (s->t_mtp > 1.05 * s->t_plain) {
+        s->pause = s->pause_len;
+        s->pause_len = s->pause_len * 2 < PAUSE_MAX ? s->pause_len * 2 : PAUSE_MAX;
+        s->n_plain = SPEED_SAMPLES; /* keep the plain measurement; the pause refreshes it */
+    }
 }
 
 /* Adapts the window to this round's result. */
@@ -137,10 +178,11 @@ static void adapt(eli_spec *s, int w, int a) {
             s->pause_len = s->pause_len * 2 < PAUSE_MAX ? s->pause_len * 2 : PAUSE_MAX;
             s->misses = 0;
         }
-    } else if (a > 0) {
+    } else if (a > 0 && !(s->n_plain >= SPEED_SAMPLES && s->t_mtp > 1.05 * s->t_plain)) {
         s->misses = 0;
         s->pause_len = 8;
     }
+    check_speed(s);
     s->stats.window = s->window;
 }
 
@@ -154,6 +196,7 @@ int eli_spec_round(eli_spec *s, eli_context *target, eli_sampler *smp, int32_t i
     *n_out = 0;
     *drafted = *accepted = 0;
     if (w < 1 || w > s->draft_max) return eli_fail(err, ELI_ERR_INVALID_ARG, "draft window %d out of range", w);
+    const double t0 = now_s();
 
     /* draft: every step at position P, fed with the previous step's hidden state */
     s->batch[0] = id_last;
@@ -221,6 +264,8 @@ int eli_spec_round(eli_spec *s, eli_context *target, eli_sampler *smp, int32_t i
     memcpy(h_last, s->hidden + (size_t)a * E, E * sizeof(float));
     *drafted = w;
     *accepted = a;
+    average(&s->t_mtp, &s->n_mtp, (now_s() - t0) / *n_out);
+    s->since_probe += *n_out;
     s->stats.rounds++;
     s->stats.drafted += w;
     s->stats.accepted += a;

@@ -10,7 +10,11 @@
  *
  * The draft window adapts: it grows while whole drafts are accepted and shrinks when they are not,
  * within [draft_min, draft_max]; after repeated rounds with nothing accepted at the smallest window,
- * drafting pauses for a growing number of tokens, so a poor drafter costs little. */
+ * drafting pauses for a growing number of tokens, so a poor drafter costs little. It also pauses while
+ * rounds have measured slower per token than plain steps (eli_spec_note_plain), so turning MTP on is
+ * never much slower than leaving it off. The window therefore depends on timing: greedy output never
+ * changes (verification decides every token), but at temperature > 0 the sequence a seed gives can
+ * differ between runs with MTP on (its distribution is still exactly the target's). */
 #ifndef ELI_SPECULATIVE_H
 #define ELI_SPECULATIVE_H
 
@@ -42,6 +46,9 @@ int eli_spec_window(eli_spec *s, int64_t max_tokens);
  * position before it. *drafted / *accepted: this round's counts. */
 int eli_spec_round(eli_spec *s, eli_context *target, eli_sampler *smp, int32_t id_last, float *h_last, int w,
                    int32_t *out, int *n_out, int *drafted, int *accepted, eli_error *err);
+
+/* Reports the wall time of one plain (non-speculative) decode step, for the speed comparison. */
+void eli_spec_note_plain(eli_spec *s, double seconds);
 
 /* Restarts the window, the pause and the random stream (a stream reset). */
 void eli_spec_reset(eli_spec *s);

@@ -3,6 +3,7 @@
 #ifndef ELI_TEST_H
 #define ELI_TEST_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,17 @@ static int eli_test_pass, eli_test_fail;
         printf("%s: %d passed, %d failed\n", __FILE__, eli_test_pass, eli_test_fail); \
         return eli_test_fail ? 1 : 0;                                            \
     } while (0)
+
+/* Reads up to cap whitespace-separated token ids from a text file; returns the count, -1 if unreadable. */
+static inline int read_ids(const char *path, int32_t *ids, int cap) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int n = 0;
+    long v;
+    while (n < cap && fscanf(f, "%ld", &v) == 1) ids[n++] = (int32_t)v;
+    fclose(f);
+    return n;
+}
 
 /* Path under the shared/ folder beside the checkout. */
 static inline const char *eli_shared_path(const char *rel) {

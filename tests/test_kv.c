@@ -14,16 +14,6 @@
 #include "slot.h"
 #include "test.h"
 
-static int read_ids(const char *path, int32_t *ids, int cap) {
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    int n = 0;
-    long v;
-    while (n < cap && fscanf(f, "%ld", &v) == 1) ids[n++] = (int32_t)v;
-    fclose(f);
-    return n;
-}
-
 static void test_layout(void) {
     static const char *models[] = {"e2b-mini-f32", "e2b-mini-q8_0", "dense-kv-mini-f32", "moe-mini-f32"};
     static const char *types[] = {"f16", "f32", "q8_0", "q4_0"};

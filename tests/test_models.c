@@ -13,16 +13,6 @@
 
 #define N_TOK 96
 
-static int read_ids(const char *path, int32_t *ids, int cap) {
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    int n = 0;
-    long v;
-    while (n < cap && fscanf(f, "%ld", &v) == 1) ids[n++] = (int32_t)v;
-    fclose(f);
-    return n;
-}
-
 static float *read_f32(const char *path, size_t n) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;

@@ -17,16 +17,6 @@
 #include "gguf_writer.h"
 #include "test.h"
 
-static int read_ids(const char *path, int32_t *ids, int cap) {
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    int n = 0;
-    long v;
-    while (n < cap && fscanf(f, "%ld", &v) == 1) ids[n++] = (int32_t)v;
-    fclose(f);
-    return n;
-}
-
 /* Generates up to n tokens greedily (or sampled) after prompt; returns the count. */
 static int generate(const eli_model *m, const eli_tokenizer *tok, const eli_model *draft, int draft_max, float temp,
                     const int32_t *prompt, int n_prompt, int n, int32_t *out, int64_t *accepted) {

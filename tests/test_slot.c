@@ -16,16 +16,6 @@
 #define MODEL "golden/models/e2b-mini-f32.gguf"
 #define OTHER "golden/models/e2b-mini-q8_0.gguf"
 
-static int read_ids(const char *path, int32_t *ids, int cap) {
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    int n = 0;
-    long v;
-    while (n < cap && fscanf(f, "%ld", &v) == 1) ids[n++] = (int32_t)v;
-    fclose(f);
-    return n;
-}
-
 static eliza_llm_stream_config_t greedy_cfg(int max_tokens) {
     eliza_llm_stream_config_t c;
     memset(&c, 0, sizeof c);
