@@ -314,6 +314,11 @@ static void quantize_bf16(const float *x, void *dst, int64_t n) {
             if (HAS_MIN) sy = load_h8((const uint8_t *)(y + ib) + 2, sizeof(YB));                                \
             for (int r = 0; r < nr; r++) {                                                                       \
                 const XB *x = (const XB *)((const uint8_t *)vx + (size_t)r * bx) + ib;                           \
+                /* decode streams the matrix from DRAM: ask for the blocks 64 ahead (the serial float chain \
+                 * below leaves the loads time to arrive) */                                                     \
+                _mm_prefetch((const char *)(x + 64), _MM_HINT_T0);                                               \
+                _mm_prefetch((const char *)(x + 64) + 64, _MM_HINT_T0);                                          \
+                _mm_prefetch((const char *)(x + 64) + 128, _MM_HINT_T0);                                         \
                 __m256i v[8];                                                                                    \
                 for (int k = 0; k < 8; k++) v[k] = ISUM(x + k, y + ib + k);                                      \
                 const __m256 si = _mm256_cvtepi32_ps(hsum8_epi32(v));                                            \
@@ -407,6 +412,7 @@ static void vec_dot_q4_K_nr(int64_t n, int nr, const void *vx, size_t bx, const 
         yperm_load(&yp, y + i);
         for (int r = 0; r < nr; r++) {
             const eli_block_q4_K *x = (const eli_block_q4_K *)((const uint8_t *)vx + (size_t)r * bx) + i;
+            for (size_t pf = 0; pf < sizeof *x; pf += 64) _mm_prefetch((const char *)(x + 8) + pf, _MM_HINT_T0);
             uint8_t sc[8], mn[8];
             scales_mins_k4(x->scales, sc, mn);
             const int sumi = min_term(y + i, mn);
@@ -446,6 +452,7 @@ static void vec_dot_q5_K_nr(int64_t n, int nr, const void *vx, size_t bx, const 
         yperm_load(&yp, y + i);
         for (int r = 0; r < nr; r++) {
             const eli_block_q5_K *x = (const eli_block_q5_K *)((const uint8_t *)vx + (size_t)r * bx) + i;
+            for (size_t pf = 0; pf < sizeof *x; pf += 64) _mm_prefetch((const char *)(x + 8) + pf, _MM_HINT_T0);
             uint8_t sc[8], mn[8];
             scales_mins_k4(x->scales, sc, mn);
             const int sumi = min_term(y + i, mn);
@@ -490,6 +497,7 @@ static void vec_dot_q6_K_nr(int64_t n, int nr, const void *vx, size_t bx, const 
         for (int c = 0; c < 8; c++) off[c] = _mm256_maddubs_epi16(_mm256_set1_epi8(32), yp.q[c]);
         for (int r = 0; r < nr; r++) {
             const eli_block_q6_K *x = (const eli_block_q6_K *)((const uint8_t *)vx + (size_t)r * bx) + i;
+            for (size_t pf = 0; pf < sizeof *x; pf += 64) _mm_prefetch((const char *)(x + 8) + pf, _MM_HINT_T0);
             __m256i aux = _mm256_setzero_si256();
             for (int h = 0; h < 2; h++) {
                 const __m256i l0 = lane_perm(loadu256(x->ql + 64 * h));
