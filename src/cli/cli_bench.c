@@ -21,6 +21,7 @@
 #include "engine.h"
 #include "forward.h"
 #include "kernels.h"
+#include "plan.h"
 #include "quants.h"
 #include "threadpool.h"
 
@@ -334,6 +335,12 @@ int cli_bench(int argc, char **argv) {
     }
     const double bytes_tok = decode_bytes(m, depth + n / 2, kv);
     const long rss = peak_rss_kb(); /* before the probe's buffer */
+    /* the planner's prediction for this context (it also counts a tokenizer and a window checkpoint,
+     * which this bench does not allocate) */
+    eli_plan plan = {0};
+    eli_plan_params pp = eli_plan_default_params();
+    pp.n_ctx = cp.n_ctx, pp.n_ubatch = cp.n_ubatch, pp.kv_type = kv, pp.n_threads = (int)threads;
+    const double predicted_kb = eli_plan_model(m, &pp, 0, &plan, NULL) ? 0 : (double)plan.peak_rss / 1024.0;
     const double bw = bandwidth_probe((int)threads);
     const double pp_tps = p > 0 ? (double)p / pp_s : 0, tg_tps = n > 0 ? (double)n / tg_s : 0;
     const double gbs = tg_tps * bytes_tok / 1e9;
@@ -342,10 +349,10 @@ int cli_bench(int argc, char **argv) {
                "\"n_gen\": %lld, \"depth\": %lld, \"load_s\": %.4f, \"prefill_tok_s\": %.3f, \"ttft_ms\": %.3f, "
                "\"decode_tok_s\": %.3f, \"decode_ms_per_tok\": %.3f, \"weight_bytes\": %llu, "
                "\"decode_bytes_per_tok\": %.0f, \"decode_gb_s\": %.3f, \"probe_gb_s\": %.3f, "
-               "\"roofline_fraction\": %.4f, \"peak_rss_kb\": %ld",
+               "\"roofline_fraction\": %.4f, \"peak_rss_kb\": %ld, \"predicted_peak_rss_kb\": %.0f",
                path, kname, threads, eli_type_name(kv), p, n, depth, load_s, pp_tps, pp_s * 1e3, tg_tps,
                n > 0 ? tg_s * 1e3 / (double)n : 0, (unsigned long long)m->weight_bytes, bytes_tok, gbs, bw,
-               bw > 0 ? gbs / bw : 0, rss);
+               bw > 0 ? gbs / bw : 0, rss, predicted_kb);
         if (mtp.rounds || mtp.plain_tps > 0)
             printf(", \"mtp\": {\"drafter\": \"%s\", \"prompt_tokens\": %lld, \"plain_tok_s\": %.3f, \"mtp_tok_s\": %.3f, "
                    "\"speedup\": %.4f, \"drafted\": %lld, \"accepted\": %lld, \"acceptance\": %.4f, "
@@ -365,7 +372,8 @@ int cli_bench(int argc, char **argv) {
                    depth);
         printf("decode bytes/tok %10.1f MiB\n", bytes_tok / 1048576.0);
         printf("decode bandwidth %10.2f GB/s   (probe %.2f GB/s, %.0f%% of it)\n", gbs, bw, bw > 0 ? 100 * gbs / bw : 0);
-        printf("peak RSS         %10.1f MiB\n", (double)rss / 1024.0);
+        printf("peak RSS         %10.1f MiB   (planner predicts %.1f MiB for this context: %.2fx)\n", (double)rss / 1024.0,
+               predicted_kb / 1024.0, predicted_kb > 0 ? (double)rss / predicted_kb : 0);
         if (mtp.plain_tps > 0) {
             printf("MTP greedy tg%-4lld  plain %.2f tok/s, MTP %.2f tok/s: %.2fx (%lld-token text prompt)\n", n,
                    mtp.plain_tps, mtp.mtp_tps, mtp.speedup, (long long)mtp.prompt_tokens);
