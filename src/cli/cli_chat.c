@@ -2,11 +2,14 @@
  * Interactive multi-turn chat. Each turn renders the whole conversation with the Gemma 4 template,
  * keeps the longest common prefix of the KV cache (reset_keep) and prefills only the new tokens.
  * Ctrl-C stops the current answer (not the program); /reset starts over; /quit (or end of input) exits. */
+#include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "chat.h"
 #include "cli.h"
@@ -82,6 +85,44 @@ static char *render(const conversation *c) {
     return out;
 }
 
+/* Reads one line from fd 0 into *line (NUL-terminated, without the newline). Returns its length, -1 at
+ * end of input, -2 when Ctrl-C was pressed. A Ctrl-C that lands between the prompt and the read must
+ * not be lost (a blocking read would then wait forever), so the wait is a poll that also watches the
+ * flag, and the input is buffered here rather than in stdio (poll cannot see stdio's buffer). */
+static ssize_t read_line(char **line, size_t *cap) {
+    static char buf[4096];
+    static size_t have;
+    size_t n = 0;
+    for (;;) {
+        size_t nl = 0;
+        while (nl < have && buf[nl] != '\n') nl++;
+        const int complete = nl < have;
+        if (n + nl + 1 > *cap) {
+            char *g = realloc(*line, n + nl + 1);
+            if (!g) return -1;
+            *line = g, *cap = n + nl + 1;
+        }
+        memcpy(*line + n, buf, nl);
+        n += nl;
+        (*line)[n] = '\0';
+        const size_t used = complete ? nl + 1 : nl;
+        memmove(buf, buf + used, have - used);
+        have -= used;
+        if (complete) return (ssize_t)n;
+        struct pollfd pfd = {0, POLLIN, 0};
+        for (;;) {
+            if (atomic_load(&interrupted)) return -2;
+            int r = poll(&pfd, 1, 100);
+            if (r > 0) break;
+            if (r < 0 && errno != EINTR) return -1;
+        }
+        ssize_t got = read(0, buf, sizeof buf);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return n ? (ssize_t)n : -1; /* end of input (a last line without newline counts) */
+        have = (size_t)got;
+    }
+}
+
 static int usage(FILE *out) {
     fprintf(out, "usage: eliza-infer chat [-m FILE] [--system TEXT] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
                     "                        [--min-p M] [--repeat-penalty R] [--seed S] [-t N] [--ctx N] [--kv TYPE]\n"
@@ -124,16 +165,15 @@ int cli_chat(int argc, char **argv) {
     size_t line_cap = 0;
     int rc = 0;
     for (;;) {
+        atomic_store(&interrupted, 0);
         printf("> ");
         fflush(stdout);
-        atomic_store(&interrupted, 0);
-        ssize_t len = getline(&line, &line_cap, stdin);
+        ssize_t len = read_line(&line, &line_cap);
+        if (len == -2) { /* Ctrl-C at the prompt: a fresh prompt */
+            printf("\n");
+            continue;
+        }
         if (len < 0) {
-            if (atomic_load(&interrupted)) { /* Ctrl-C at the prompt: a fresh prompt */
-                clearerr(stdin);
-                printf("\n");
-                continue;
-            }
             printf("\n"); /* end of input: leave the terminal on a fresh line */
             break;
         }
