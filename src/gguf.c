@@ -85,7 +85,7 @@ static int rd_str(reader *r, gguf_str *s) {
     return ELI_OK;
 }
 
-static size_t scalar_size(uint32_t t) {
+size_t gguf_scalar_size(uint32_t t) {
     switch (t) {
     case GGUF_VT_UINT8: case GGUF_VT_INT8: case GGUF_VT_BOOL: return 1;
     case GGUF_VT_UINT16: case GGUF_VT_INT16: return 2;
@@ -109,7 +109,7 @@ static uint64_t load_le(const uint8_t *p, size_t n) {
 
 /* Decodes one scalar of type t from p into v (integers extended, floats widened). */
 static void decode_scalar(uint32_t t, const uint8_t *p, gguf_value *v) {
-    uint64_t raw = load_le(p, scalar_size(t));
+    uint64_t raw = load_le(p, gguf_scalar_size(t));
     v->type = t;
     switch (t) {
     case GGUF_VT_INT8: v->v.i64 = (int8_t)raw; break;
@@ -143,7 +143,7 @@ static int rd_value(reader *r, uint32_t type, gguf_value *v, int depth, const ch
     int rc;
     if (type == GGUF_VT_STRING) return rd_str(r, &v->v.str);
     if (type != GGUF_VT_ARRAY) {
-        size_t sz = scalar_size(type);
+        size_t sz = gguf_scalar_size(type);
         if (!sz) return eli_fail(r->err, ELI_ERR_INVALID_ARG, "key '%s': unknown value type %u", key, type);
         if ((rc = rd_need(r, sz))) return rc;
         decode_scalar(type, r->base + r->pos, v);
@@ -185,7 +185,7 @@ static int rd_value(reader *r, uint32_t type, gguf_value *v, int depth, const ch
         }
         return ELI_OK;
     }
-    size_t es = scalar_size(et);
+    size_t es = gguf_scalar_size(et);
     if (n > remaining / es)
         return eli_fail(r->err, ELI_ERR_INVALID_ARG,
                         "key '%s': array of %llu %s elements needs more than the %zu bytes left", key,
@@ -492,9 +492,9 @@ static int element(const gguf_value *v, uint64_t idx, gguf_value *out, const cha
     if (idx >= v->v.arr.n)
         return eli_fail(err, ELI_ERR_INVALID_ARG, "%s: index %llu out of range (array has %llu elements)", what,
                         (unsigned long long)idx, (unsigned long long)v->v.arr.n);
-    if (!scalar_size(et))
+    if (!gguf_scalar_size(et))
         return eli_fail(err, ELI_ERR_INVALID_ARG, "%s: array of %s is not numeric", what, gguf_type_name(et));
-    decode_scalar(et, v->v.arr.raw + idx * scalar_size(et), out);
+    decode_scalar(et, v->v.arr.raw + idx * gguf_scalar_size(et), out);
     return ELI_OK;
 }
 

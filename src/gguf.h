@@ -96,6 +96,8 @@ const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name); /* NU
 int64_t gguf_tensor_nelements(const gguf_tensor *t);
 
 const char *gguf_type_name(uint32_t value_type);
+/* Bytes of one scalar of a value type (u8 .. f64, bool); 0 for STRING, ARRAY and unknown types. */
+size_t gguf_scalar_size(uint32_t value_type);
 
 /* Numeric access to a scalar (idx must be 0) or to element idx of a scalar array.
  * Integers, bools and floats convert; a value that does not fit (negative to unsigned, fraction to

@@ -118,19 +118,10 @@ int eli_gguf_set_str(eli_gguf_writer *w, const char *key, const char *v, eli_err
     return check(w, err);
 }
 
-static size_t vt_size(uint32_t t) {
-    switch (t) {
-    case GGUF_VT_UINT8: case GGUF_VT_INT8: case GGUF_VT_BOOL: return 1;
-    case GGUF_VT_UINT16: case GGUF_VT_INT16: return 2;
-    case GGUF_VT_UINT32: case GGUF_VT_INT32: case GGUF_VT_FLOAT32: return 4;
-    case GGUF_VT_UINT64: case GGUF_VT_INT64: case GGUF_VT_FLOAT64: return 8;
-    default: return 0;
-    }
-}
 
 int eli_gguf_set_arr(eli_gguf_writer *w, const char *key, uint32_t elem_type, const void *data, uint64_t n,
                      eli_error *err) {
-    const size_t es = vt_size(elem_type);
+    const size_t es = gguf_scalar_size(elem_type);
     if (!es) return eli_fail(err, ELI_ERR_INVALID_ARG, "gguf writer: '%s': bad array element type %u", key, elem_type);
     if (kv_head(w, key, GGUF_VT_ARRAY, err)) return err ? err->code : ELI_ERR_INVALID_ARG;
     put_le(&w->kv, elem_type, 4);
