@@ -4,17 +4,17 @@
  * Bit-exactness with quants.c (see kernels.h): the integer formats compute the same integer sums as the
  * scalar reference (integer addition is associative, so any SIMD order is fine) and then perform the
  * same float operations in the same order:
- *  - Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0: one float term per 32-block, added to the row sum strictly in
- *    block order. The terms of 8 blocks are computed in one vector; only the running sum is scalar.
- *    That serial chain (one add per block) bounds a single row, so the multi-row kernels interleave the
- *    chains of several rows.
+ *  - Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0: 8 float lanes per row, one FMA per block of the 8 int32 lane
+ *    sums that maddubs + madd produce (lane l: elements 4l..4l+3), the lanes added in a fixed tree at
+ *    the end (quants.c, lanes8_fma); Q4_1 / Q5_1 keep their min terms in one more FMA chain.
  *  - Q4_K / Q5_K / Q6_K: the reference keeps 8 int32 "lanes" per super-block, lane l summing the
  *    elements whose index is l mod 8, then 8 float lane sums. The SIMD code reproduces those lanes: both
  *    operands are permuted (per 32 bytes) so that byte 4l+k holds element l+8k; maddubs then pairs
  *    elements of the same lane and madd yields the 8 lane sums in order.
- * The prefill microkernels (gemm_*) unpack each weight block once for a tile of 4 rows x up to 16 tokens
- * and keep these exact per-(row, token) chains, vectorised across the tile's (row, token) pairs.
- * Float contraction is off (as in quants.c): a*b+c must not become an FMA in the exact paths. */
+ * The prefill microkernels (gemm_*) unpack each weight block once for a tile of rows x tokens and keep
+ * these exact per-(row, token) operations.
+ * Float contraction is off (as in quants.c): a*b+c must not become an FMA where the reference rounds the
+ * product; the fused steps are written as explicit FMAs. */
 #if defined(__FAST_MATH__)
 #error "kernels_avx2.c must not be built with -ffast-math"
 #endif
@@ -29,6 +29,7 @@
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------------------------------------------
@@ -43,14 +44,15 @@ static inline float h2f(const void *p) {
 
 static inline eli_fp16 f2h(float f) { return (eli_fp16)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
 
-static inline __m256i loadu256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
-
-/* 8 fp16 values `stride` bytes apart, as floats */
-static inline __m256 load_h8(const uint8_t *p, size_t stride) {
-    uint16_t h[8];
-    for (int k = 0; k < 8; k++) memcpy(&h[k], p + (size_t)k * stride, 2);
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+/* ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)): quants.c's lanes8_total */
+static inline float hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
 }
+
+static inline __m256i loadu256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
 /* the 8 int32 lane sums of v0..v7, as one vector [sum(v0), ..., sum(v7)] */
 static inline __m256i hsum8_epi32(const __m256i v[8]) {
@@ -86,17 +88,6 @@ static inline __m256i bits32(const uint8_t *p) {
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
     const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)w), sel);
     return _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
-}
-
-/* signed x * signed y over 32 bytes -> 8 int32 partial sums (|x| <= 128, y != -128) */
-static inline __m256i dot_s8(__m256i x, __m256i y) {
-    const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
-    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
-}
-
-/* unsigned x * signed y over 32 bytes -> 8 int32 partial sums */
-static inline __m256i dot_u8(__m256i x, __m256i y) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
 }
 
 /* the lane permutation of the K-quant kernels: output byte 4l+k = input byte l+8k (l < 8, k < 4) */
@@ -272,92 +263,181 @@ static void quantize_bf16(const float *x, void *dst, int64_t n) {
 }
 
 /* ---------------------------------------------------------------------------------------------------
- * 32-element block formats: row sums strictly in block order
+ * 32-element block formats: per row 8 float lanes with one FMA per block (quants.c, lanes8_fma)
  * ------------------------------------------------------------------------------------------------- */
 
-/* Per-format pieces: ISUM(xb, yb) = 8 int32 partial sums of one block pair; TERM = the float term of 8
- * blocks (vector) and of one block (scalar), with the reference's operation order. */
+/* 32-element blocks: tiles of G32_RM rows x G32_NT tokens, one 8-lane accumulator per (row, token) pair
+ * doing exactly the one-row kernel's operations, so every weight block is unpacked once for G32_NT tokens
+ * and every activation block prepared once for G32_RM rows. GX(xb) prepares a weight block (a = unsigned
+ * operand, b = sign source), GY(yb) an activation block (q = quants, o = offset pair sums), GP(x, y) gives
+ * the pair's 8 int32 lane sums. */
+#define G32_RM 2
+#define G32_NT 4
 
-#define ISUM_Q4_0(xb, yb) dot_s8(_mm256_sub_epi8(nibbles32((xb)->qs), _mm256_set1_epi8(8)), loadu256((yb)->qs))
-#define ISUM_Q8_0(xb, yb) dot_s8(loadu256((xb)->qs), loadu256((yb)->qs))
-#define ISUM_Q4_1(xb, yb) dot_u8(nibbles32((xb)->qs), loadu256((yb)->qs))
-/* Q5_0: (nibble | bit4 << 4) - 16 = nibble when bit4 is set, else nibble | 0xF0 as int8 */
-#define ISUM_Q5_0(xb, yb)                                                                                           \
-    dot_s8(_mm256_or_si256(nibbles32((xb)->qs), _mm256_andnot_si256(bits32((xb)->qh), _mm256_set1_epi8((char)0xF0))), \
-           loadu256((yb)->qs))
-#define ISUM_Q5_1(xb, yb)                                                                                   \
-    dot_u8(_mm256_or_si256(nibbles32((xb)->qs), _mm256_and_si256(bits32((xb)->qh), _mm256_set1_epi8(0x10))), \
-           loadu256((yb)->qs))
+typedef struct {
+    __m256i a, b;
+} gx_t;
+typedef struct {
+    __m256i q, o;
+} gy_t;
 
-/* the float term: si = (float)sumi, dx/dy = the blocks' scales, mx/sy = min and d*sum (Q4_1/Q5_1) */
-#define VTERM_Q4_0(si, dx, dy, mx, sy) _mm256_mul_ps(_mm256_mul_ps(si, dx), dy)
-#define STERM_Q4_0(si, dx, dy, mx, sy) (((si) * (dx)) * (dy))
-#define VTERM_Q8_0(si, dx, dy, mx, sy) _mm256_mul_ps(si, _mm256_mul_ps(dx, dy))
-#define STERM_Q8_0(si, dx, dy, mx, sy) ((si) * ((dx) * (dy)))
-#define VTERM_Q5_0(si, dx, dy, mx, sy) _mm256_mul_ps(_mm256_mul_ps(dx, dy), si)
-#define STERM_Q5_0(si, dx, dy, mx, sy) (((dx) * (dy)) * (si))
-#define VTERM_Q4_1(si, dx, dy, mx, sy) _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(dx, dy), si), _mm256_mul_ps(mx, sy))
-#define STERM_Q4_1(si, dx, dy, mx, sy) ((((dx) * (dy)) * (si)) + ((mx) * (sy)))
-#define VTERM_Q5_1 VTERM_Q4_1
-#define STERM_Q5_1 STERM_Q4_1
+/* Q4_0: u = nibble in [0, 15]; (u - 8) * y pair sums = maddubs(u, y) - maddubs(8, y), exact in int16 */
+static inline gx_t gx_q4_0(const eli_block_q4_0 *x) {
+    const gx_t g = {nibbles32(x->qs), _mm256_setzero_si256()};
+    return g;
+}
+static inline gy_t gy_off8(const eli_block_q8_0 *y) {
+    const __m256i q = loadu256(y->qs);
+    const gy_t g = {q, _mm256_maddubs_epi16(_mm256_set1_epi8(8), q)};
+    return g;
+}
+#define GP_OFF(x, y) _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16((x).a, (y).q), (y).o), _mm256_set1_epi16(1))
 
-/* HAS_MIN: Q4_1 / Q5_1, whose blocks carry m after d (and the Q8_1 activation s after d) */
-#define DEF_Q32(NAME, XB, YB, ISUM, VTERM, STERM, HAS_MIN)                                                       \
-    static void vec_dot_##NAME##_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {   \
+/* Q8_0: |x| * (sign(x) y) */
+static inline gx_t gx_q8_0(const eli_block_q8_0 *x) {
+    const __m256i q = loadu256(x->qs);
+    const gx_t g = {_mm256_sign_epi8(q, q), q};
+    return g;
+}
+static inline gy_t gy_plain_q8_0(const eli_block_q8_0 *y) {
+    const gy_t g = {loadu256(y->qs), _mm256_setzero_si256()};
+    return g;
+}
+#define GP_Q8_0(x, y) _mm256_madd_epi16(_mm256_maddubs_epi16((x).a, _mm256_sign_epi8((y).q, (x).b)), _mm256_set1_epi16(1))
+
+/* Q5_0: u = nibble | bit4 << 4 in [0, 31]; (u - 16) * y = maddubs(u, y) - maddubs(16, y) */
+static inline gx_t gx_q5_0(const eli_block_q5_0 *x) {
+    const gx_t g = {_mm256_or_si256(nibbles32(x->qs), _mm256_and_si256(bits32(x->qh), _mm256_set1_epi8(0x10))),
+                    _mm256_setzero_si256()};
+    return g;
+}
+static inline gy_t gy_off16(const eli_block_q8_0 *y) {
+    const __m256i q = loadu256(y->qs);
+    const gy_t g = {q, _mm256_maddubs_epi16(_mm256_set1_epi8(16), q)};
+    return g;
+}
+
+/* Q4_1 / Q5_1: unsigned u * y */
+static inline gx_t gx_q4_1(const eli_block_q4_1 *x) {
+    const gx_t g = {nibbles32(x->qs), _mm256_setzero_si256()};
+    return g;
+}
+static inline gx_t gx_q5_1(const eli_block_q5_1 *x) {
+    const gx_t g = {_mm256_or_si256(nibbles32(x->qs), _mm256_and_si256(bits32(x->qh), _mm256_set1_epi8(0x10))),
+                    _mm256_setzero_si256()};
+    return g;
+}
+static inline gy_t gy_plain_q8_1(const eli_block_q8_1 *y) {
+    const gy_t g = {loadu256(y->qs), _mm256_setzero_si256()};
+    return g;
+}
+#define GP_U(x, y) _mm256_madd_epi16(_mm256_maddubs_epi16((x).a, (y).q), _mm256_set1_epi16(1))
+
+/* the fp16 two bytes into block b, as float */
+#define H2F_AT(b, off) h2f((const uint8_t *)(b) + (off))
+
+#define DEF_GEMM32(NAME, XB, YB, GX, GY, GP, HAS_MIN)                                                           \
+    static void gemm_##NAME(int64_t n, int nr, int nt, const void *vx, size_t bx, const void *vy, size_t by,   \
+                            float *s, size_t bs) {                                                              \
+        const int64_t nb = n / 32;                                                                              \
+        for (int r0 = 0; r0 < nr; r0 += G32_RM)                                                                 \
+            for (int t0 = 0; t0 < nt; t0 += G32_NT) {                                                           \
+                const XB *xr[G32_RM];                                                                           \
+                const YB *yt[G32_NT];                                                                           \
+                for (int r = 0; r < G32_RM; r++)                                                                \
+                    xr[r] = (const XB *)((const uint8_t *)vx + (size_t)(r0 + r < nr ? r0 + r : nr - 1) * bx);   \
+                for (int t = 0; t < G32_NT; t++)                                                                \
+                    yt[t] = (const YB *)((const uint8_t *)vy + (size_t)(t0 + t < nt ? t0 + t : nt - 1) * by);   \
+                __m256 acc[G32_RM][G32_NT];                                                                     \
+                for (int r = 0; r < G32_RM; r++)                                                                \
+                    for (int t = 0; t < G32_NT; t++) acc[r][t] = _mm256_setzero_ps();                           \
+                __m256 summ = _mm256_setzero_ps(); /* lane 4r + t: the min terms of pair (r, t) */              \
+                for (int64_t ib = 0; ib < nb; ib++) {                                                           \
+                    gx_t gx[G32_RM];                                                                            \
+                    __m256 dx[G32_RM];                                                                          \
+                    for (int r = 0; r < G32_RM; r++) {                                                          \
+                        gx[r] = GX(xr[r] + ib);                                                                 \
+                        dx[r] = _mm256_set1_ps(H2F_AT(xr[r] + ib, 0));                                          \
+                    }                                                                                           \
+                    for (int t = 0; t < G32_NT; t++) {                                                          \
+                        const gy_t gy = GY(yt[t] + ib);                                                         \
+                        const __m256 dy = _mm256_set1_ps(H2F_AT(yt[t] + ib, 0));                                \
+                        for (int r = 0; r < G32_RM; r++)                                                        \
+                            acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(GP(gx[r], gy)), _mm256_mul_ps(dx[r], dy), \
+                                                        acc[r][t]);                                             \
+                    }                                                                                           \
+                    if (HAS_MIN) {                                                                              \
+                        const __m256 mx = _mm256_set_m128(_mm_set1_ps(H2F_AT(xr[1] + ib, 2)),                   \
+                                                          _mm_set1_ps(H2F_AT(xr[0] + ib, 2)));                  \
+                        const __m128 sy4 = _mm_setr_ps(H2F_AT(yt[0] + ib, 2), H2F_AT(yt[1] + ib, 2),            \
+                                                       H2F_AT(yt[2] + ib, 2), H2F_AT(yt[3] + ib, 2));           \
+                        summ = _mm256_fmadd_ps(mx, _mm256_set_m128(sy4, sy4), summ);                            \
+                    }                                                                                           \
+                }                                                                                               \
+                float sm[8];                                                                                    \
+                _mm256_storeu_ps(sm, summ);                                                                     \
+                for (int r = 0; r < G32_RM && r0 + r < nr; r++)                                                 \
+                    for (int t = 0; t < G32_NT && t0 + t < nt; t++) {                                           \
+                        const float v = hsum_ps(acc[r][t]);                                                     \
+                        s[(size_t)(t0 + t) * bs + r0 + r] = HAS_MIN ? v + sm[4 * r + t] : v;                    \
+                    }                                                                                           \
+            }                                                                                                   \
+    }
+
+_Static_assert(G32_RM == 2 && G32_NT == 4, "the min-term lanes of DEF_GEMM32 assume a 2 x 4 tile");
+
+DEF_GEMM32(q4_0, eli_block_q4_0, eli_block_q8_0, gx_q4_0, gy_off8, GP_OFF, 0)
+DEF_GEMM32(q8_0, eli_block_q8_0, eli_block_q8_0, gx_q8_0, gy_plain_q8_0, GP_Q8_0, 0)
+DEF_GEMM32(q5_0, eli_block_q5_0, eli_block_q8_0, gx_q5_0, gy_off16, GP_OFF, 0)
+DEF_GEMM32(q4_1, eli_block_q4_1, eli_block_q8_1, gx_q4_1, gy_plain_q8_1, GP_U, 1)
+DEF_GEMM32(q5_1, eli_block_q5_1, eli_block_q8_1, gx_q5_1, gy_plain_q8_1, GP_U, 1)
+
+
+/* HAS_MIN: Q4_1 / Q5_1, whose blocks carry m after d (and the Q8_1 activation s after d): one more FMA
+ * chain per row, in block order. GX / GY / GP: the block preparation and pair sums of the prefill
+ * microkernels above; the activation block is prepared once for all nr rows. */
+#define DEF_Q32(NAME, XB, YB, GX, GY, GP, HAS_MIN)                                                               \
+    static inline __attribute__((always_inline)) void rows_##NAME(int64_t n, const int nr, const void *vx,       \
+                                                                  size_t bx, const void *vy, float *s) {         \
         const int64_t nb = n / 32;                                                                               \
         const YB *y = vy;                                                                                        \
-        float sum[ELI_KERNEL_MAX_NR] = {0};                                                                      \
-        int64_t ib = 0;                                                                                          \
-        for (; ib + 8 <= nb; ib += 8) {                                                                          \
-            const __m256 dy = load_h8((const uint8_t *)(y + ib), sizeof(YB));                                    \
-            __m256 sy = _mm256_setzero_ps();                                                                     \
-            if (HAS_MIN) sy = load_h8((const uint8_t *)(y + ib) + 2, sizeof(YB));                                \
-            for (int r = 0; r < nr; r++) {                                                                       \
-                const XB *x = (const XB *)((const uint8_t *)vx + (size_t)r * bx) + ib;                           \
-                /* decode streams the matrix from DRAM: ask for the blocks 64 ahead (the serial float chain \
-                 * below leaves the loads time to arrive) */                                                     \
-                _mm_prefetch((const char *)(x + 64), _MM_HINT_T0);                                               \
-                _mm_prefetch((const char *)(x + 64) + 64, _MM_HINT_T0);                                          \
-                _mm_prefetch((const char *)(x + 64) + 128, _MM_HINT_T0);                                         \
-                __m256i v[8];                                                                                    \
-                for (int k = 0; k < 8; k++) v[k] = ISUM(x + k, y + ib + k);                                      \
-                const __m256 si = _mm256_cvtepi32_ps(hsum8_epi32(v));                                            \
-                const __m256 dx = load_h8((const uint8_t *)x, sizeof(XB));                                       \
-                __m256 mx = _mm256_setzero_ps();                                                                 \
-                if (HAS_MIN) mx = load_h8((const uint8_t *)x + 2, sizeof(XB));                                   \
-                float t[8];                                                                                      \
-                _mm256_storeu_ps(t, VTERM(si, dx, dy, mx, sy));                                                  \
-                (void)mx, (void)sy;                                                                              \
-                float a = sum[r];                                                                                \
-                for (int k = 0; k < 8; k++) a += t[k];                                                           \
-                sum[r] = a;                                                                                      \
-            }                                                                                                    \
-        }                                                                                                        \
-        for (; ib < nb; ib++) {                                                                                  \
+        __m256 acc[ELI_KERNEL_MAX_NR];                                                                           \
+        float summ[ELI_KERNEL_MAX_NR] = {0};                                                                     \
+        for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();                                               \
+        for (int64_t ib = 0; ib < nb; ib++) {                                                                    \
+            const gy_t gy = GY(y + ib);                                                                          \
             const float dy = h2f(&y[ib]);                                                                        \
-            const float sy = HAS_MIN ? h2f((const uint8_t *)&y[ib] + 2) : 0.0f;                                  \
             for (int r = 0; r < nr; r++) {                                                                       \
                 const XB *x = (const XB *)((const uint8_t *)vx + (size_t)r * bx) + ib;                           \
-                const float si = (float)hsum_epi32(ISUM(x, y + ib));                                             \
-                const float dx = h2f(x);                                                                         \
-                const float mx = HAS_MIN ? h2f((const uint8_t *)x + 2) : 0.0f;                                   \
-                (void)mx, (void)sy;                                                                              \
-                sum[r] += STERM(si, dx, dy, mx, sy);                                                             \
+                /* decode streams the matrix from DRAM: ask for the block 64 ahead */                            \
+                _mm_prefetch((const char *)(x + 64), _MM_HINT_T0);                                               \
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(GP(GX(x), gy)), _mm256_set1_ps(h2f(x) * dy), acc[r]); \
+                if (HAS_MIN) summ[r] = fmaf(h2f((const uint8_t *)x + 2), h2f((const uint8_t *)&y[ib] + 2), summ[r]); \
             }                                                                                                    \
         }                                                                                                        \
-        for (int r = 0; r < nr; r++) s[r] = sum[r];                                                              \
+        for (int r = 0; r < nr; r++) s[r] = HAS_MIN ? hsum_ps(acc[r]) + summ[r] : hsum_ps(acc[r]);              \
+    }                                                                                                            \
+    /* one specialisation per row count keeps the accumulators in registers */                                  \
+    static void vec_dot_##NAME##_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {   \
+        switch (nr) {                                                                                            \
+        case 1: rows_##NAME(n, 1, vx, bx, vy, s); break;                                                         \
+        case 2: rows_##NAME(n, 2, vx, bx, vy, s); break;                                                         \
+        case 3: rows_##NAME(n, 3, vx, bx, vy, s); break;                                                         \
+        default: rows_##NAME(n, 4, vx, bx, vy, s); break;                                                        \
+        }                                                                                                        \
     }                                                                                                            \
     static float vec_dot_##NAME(int64_t n, const void *vx, const void *vy) {                                     \
         float s;                                                                                                 \
-        vec_dot_##NAME##_nr(n, 1, vx, 0, vy, &s);                                                                \
+        rows_##NAME(n, 1, vx, 0, vy, &s);                                                                        \
         return s;                                                                                                \
     }
 
-DEF_Q32(q4_0, eli_block_q4_0, eli_block_q8_0, ISUM_Q4_0, VTERM_Q4_0, STERM_Q4_0, 0)
-DEF_Q32(q8_0, eli_block_q8_0, eli_block_q8_0, ISUM_Q8_0, VTERM_Q8_0, STERM_Q8_0, 0)
-DEF_Q32(q5_0, eli_block_q5_0, eli_block_q8_0, ISUM_Q5_0, VTERM_Q5_0, STERM_Q5_0, 0)
-DEF_Q32(q4_1, eli_block_q4_1, eli_block_q8_1, ISUM_Q4_1, VTERM_Q4_1, STERM_Q4_1, 1)
-DEF_Q32(q5_1, eli_block_q5_1, eli_block_q8_1, ISUM_Q5_1, VTERM_Q5_1, STERM_Q5_1, 1)
+DEF_Q32(q4_0, eli_block_q4_0, eli_block_q8_0, gx_q4_0, gy_off8, GP_OFF, 0)
+DEF_Q32(q8_0, eli_block_q8_0, eli_block_q8_0, gx_q8_0, gy_plain_q8_0, GP_Q8_0, 0)
+DEF_Q32(q5_0, eli_block_q5_0, eli_block_q8_0, gx_q5_0, gy_off16, GP_OFF, 0)
+DEF_Q32(q4_1, eli_block_q4_1, eli_block_q8_1, gx_q4_1, gy_plain_q8_1, GP_U, 1)
+DEF_Q32(q5_1, eli_block_q5_1, eli_block_q8_1, gx_q5_1, gy_plain_q8_1, GP_U, 1)
+
 
 /* ---------------------------------------------------------------------------------------------------
  * K-quants: the reference's 8 lanes per super-block
@@ -543,30 +623,16 @@ static float vec_dot_q6_K(int64_t n, const void *vx, const void *vy) {
 }
 
 /* ---------------------------------------------------------------------------------------------------
- * prefill microkernels (gemm): GEMM_RM weight rows x up to ELI_KERNEL_MAX_NT tokens per call
+ * K-quant prefill microkernels (gemm): GEMM_RM weight rows x up to ELI_KERNEL_MAX_NT tokens per call
  *
- * Each weight block is unpacked once per call and multiplied with every token of the tile. Results are
- * bit-identical to the one-row kernels above (kernels.h): per (row, token) the same integer sums (any
- * order) and the same float operations in the same order. The float work is vectorised across
- * (row, token) pairs instead of across blocks: lane 4u + r of a vector belongs to row r and token 2p + u
- * of token pair p, and every lane performs exactly the one-row kernel's scalar chain.
- * Rows past nr and the token past an odd nt repeat the last valid one (memory that exists); their
- * results are computed like any other and dropped.
+ * Each weight block is unpacked once per call (per token group) and multiplied with the tile's tokens.
+ * Results are bit-identical to the one-row kernels above (kernels.h): per (row, token) the same integer
+ * sums (any order) and the same float operations in the same order. Rows past nr and tokens past nt
+ * repeat the last valid one (memory that exists); their results are computed like any other and dropped.
  * ------------------------------------------------------------------------------------------------- */
 
 #define GEMM_RM 4
 #define GEMM_NP (ELI_KERNEL_MAX_NT / 2) /* token pairs per call */
-
-/* the 8 sums of 16 int16 of v0..v7 as [sum(v0), ..., sum(v7)] int32; exact when each true sum fits int16
- * (hadd wraps, so partial sums may wrap) */
-static inline __m256i hsum8_epi16(const __m256i v[8]) {
-    const __m256i a = _mm256_hadd_epi16(v[0], v[1]);
-    const __m256i b = _mm256_hadd_epi16(v[2], v[3]);
-    const __m256i c = _mm256_hadd_epi16(v[4], v[5]);
-    const __m256i d = _mm256_hadd_epi16(v[6], v[7]);
-    const __m256i e = _mm256_hadd_epi16(_mm256_hadd_epi16(a, b), _mm256_hadd_epi16(c, d));
-    return _mm256_cvtepi16_epi32(_mm_add_epi16(_mm256_castsi256_si128(e), _mm256_extracti128_si256(e, 1)));
-}
 
 static inline int ld_u16(const void *p) {
     uint16_t h;
@@ -584,132 +650,7 @@ static inline __m256 h_rows(const void *p0, const void *p1, const void *p2, cons
     return _mm256_insertf128_ps(_mm256_castps128_ps256(f), f, 1);
 }
 
-/* [f(pa) x4, f(pb) x4]: the fp16 of the two tokens of a pair, once per row */
-static inline __m256 h_toks(const void *pa, const void *pb) {
-    return _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm_set1_epi16((short)ld_u16(pa)), _mm_set1_epi16((short)ld_u16(pb))));
-}
-
 static inline __m256 f_toks(float a, float b) { return _mm256_insertf128_ps(_mm256_set1_ps(a), _mm_set1_ps(b), 1); }
-
-/* store the pair vectors acc[0..np) of a 32-block kernel: s[t * bs + r] = lane 4(t % 2) + r of acc[t / 2] */
-static inline void gemm_store(const __m256 *acc, int nr, int nt, float *s, size_t bs) {
-    for (int t = 0; t < nt; t++) {
-        float o[8];
-        _mm256_storeu_ps(o, acc[t / 2]);
-        for (int r = 0; r < nr; r++) s[(size_t)t * bs + r] = o[4 * (t % 2) + r];
-    }
-}
-
-/* 32-element blocks. Per format: GX(xb) the prepared weight block (a = unsigned operand, b = sign source),
- * GY(yb) the prepared activation block (q = quants, o = offset), GP(x, y) the 8 int32 (TREE32) or 16 int16
- * (TREE16) partial sums of one pair. */
-typedef struct {
-    __m256i a, b;
-} gx_t;
-typedef struct {
-    __m256i q, o;
-} gy_t;
-
-/* Q4_0: u = nibble in [0, 15]; (u - 8) * y pair sums = maddubs(u, y) - maddubs(8, y), exact int16; a block
- * sum is at most 32 * 8 * 127 in magnitude (the Q8_0 quantizer never yields -128): int16 tree */
-static inline gx_t gx_q4_0(const eli_block_q4_0 *x) {
-    const gx_t g = {nibbles32(x->qs), _mm256_setzero_si256()};
-    return g;
-}
-static inline gy_t gy_off8(const eli_block_q8_0 *y) {
-    const __m256i q = loadu256(y->qs);
-    const gy_t g = {q, _mm256_maddubs_epi16(_mm256_set1_epi8(8), q)};
-    return g;
-}
-#define GP_Q4_0(x, y) _mm256_sub_epi16(_mm256_maddubs_epi16((x).a, (y).q), (y).o)
-
-/* Q8_0: |x| * (sign(x) y) */
-static inline gx_t gx_q8_0(const eli_block_q8_0 *x) {
-    const __m256i q = loadu256(x->qs);
-    const gx_t g = {_mm256_sign_epi8(q, q), q};
-    return g;
-}
-static inline gy_t gy_plain_q8_0(const eli_block_q8_0 *y) {
-    const gy_t g = {loadu256(y->qs), _mm256_setzero_si256()};
-    return g;
-}
-#define GP_Q8_0(x, y) _mm256_madd_epi16(_mm256_maddubs_epi16((x).a, _mm256_sign_epi8((y).q, (x).b)), _mm256_set1_epi16(1))
-
-/* Q5_0: u = nibble | bit4 << 4 in [0, 31]; (u - 16) * y = maddubs(u, y) - maddubs(16, y) */
-static inline gx_t gx_q5_0(const eli_block_q5_0 *x) {
-    const gx_t g = {_mm256_or_si256(nibbles32(x->qs), _mm256_and_si256(bits32(x->qh), _mm256_set1_epi8(0x10))),
-                    _mm256_setzero_si256()};
-    return g;
-}
-static inline gy_t gy_off16(const eli_block_q8_0 *y) {
-    const __m256i q = loadu256(y->qs);
-    const gy_t g = {q, _mm256_maddubs_epi16(_mm256_set1_epi8(16), q)};
-    return g;
-}
-#define GP_Q5_0(x, y) _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16((x).a, (y).q), (y).o), _mm256_set1_epi16(1))
-
-/* Q4_1 / Q5_1: unsigned u * y */
-static inline gx_t gx_q4_1(const eli_block_q4_1 *x) {
-    const gx_t g = {nibbles32(x->qs), _mm256_setzero_si256()};
-    return g;
-}
-static inline gx_t gx_q5_1(const eli_block_q5_1 *x) {
-    const gx_t g = {_mm256_or_si256(nibbles32(x->qs), _mm256_and_si256(bits32(x->qh), _mm256_set1_epi8(0x10))),
-                    _mm256_setzero_si256()};
-    return g;
-}
-static inline gy_t gy_plain_q8_1(const eli_block_q8_1 *y) {
-    const gy_t g = {loadu256(y->qs), _mm256_setzero_si256()};
-    return g;
-}
-#define GP_U(x, y) _mm256_madd_epi16(_mm256_maddubs_epi16((x).a, (y).q), _mm256_set1_epi16(1))
-
-#define TREE16 hsum8_epi16
-#define TREE32 hsum8_epi32
-
-#define DEF_GEMM32(NAME, XB, YB, GX, GY, GP, TREE, VTERM, HAS_MIN)                                              \
-    static void gemm_##NAME(int64_t n, int nr, int nt, const void *vx, size_t bx, const void *vy, size_t by,   \
-                            float *s, size_t bs) {                                                              \
-        const int64_t nb = n / 32;                                                                              \
-        const int np = (nt + 1) / 2;                                                                            \
-        const XB *xr[GEMM_RM];                                                                                  \
-        const YB *yt[2 * GEMM_NP];                                                                              \
-        for (int r = 0; r < GEMM_RM; r++) xr[r] = (const XB *)((const uint8_t *)vx + (size_t)(r < nr ? r : nr - 1) * bx); \
-        for (int t = 0; t < 2 * np; t++) yt[t] = (const YB *)((const uint8_t *)vy + (size_t)(t < nt ? t : nt - 1) * by); \
-        __m256 acc[GEMM_NP];                                                                                    \
-        for (int p = 0; p < np; p++) acc[p] = _mm256_setzero_ps();                                              \
-        for (int64_t ib = 0; ib < nb; ib++) {                                                                   \
-            gx_t gx[GEMM_RM];                                                                                   \
-            for (int r = 0; r < GEMM_RM; r++) gx[r] = GX(xr[r] + ib);                                           \
-            const __m256 dx = h_rows(xr[0] + ib, xr[1] + ib, xr[2] + ib, xr[3] + ib);                           \
-            __m256 mx = _mm256_setzero_ps();                                                                    \
-            if (HAS_MIN)                                                                                        \
-                mx = h_rows((const uint8_t *)(xr[0] + ib) + 2, (const uint8_t *)(xr[1] + ib) + 2,               \
-                            (const uint8_t *)(xr[2] + ib) + 2, (const uint8_t *)(xr[3] + ib) + 2);              \
-            for (int p = 0; p < np; p++) {                                                                      \
-                const YB *ya = yt[2 * p] + ib, *yb = yt[2 * p + 1] + ib;                                        \
-                const gy_t ga = GY(ya), gb = GY(yb);                                                            \
-                __m256i v[8];                                                                                   \
-                for (int r = 0; r < GEMM_RM; r++) {                                                             \
-                    v[r] = GP(gx[r], ga);                                                                       \
-                    v[4 + r] = GP(gx[r], gb);                                                                   \
-                }                                                                                               \
-                const __m256 si = _mm256_cvtepi32_ps(TREE(v));                                                  \
-                const __m256 dy = h_toks(ya, yb);                                                               \
-                __m256 sy = _mm256_setzero_ps();                                                                \
-                if (HAS_MIN) sy = h_toks((const uint8_t *)ya + 2, (const uint8_t *)yb + 2);                     \
-                (void)mx, (void)sy;                                                                             \
-                acc[p] = _mm256_add_ps(acc[p], VTERM(si, dx, dy, mx, sy));                                      \
-            }                                                                                                   \
-        }                                                                                                       \
-        gemm_store(acc, nr, nt, s, bs);                                                                         \
-    }
-
-DEF_GEMM32(q4_0, eli_block_q4_0, eli_block_q8_0, gx_q4_0, gy_off8, GP_Q4_0, TREE16, VTERM_Q4_0, 0)
-DEF_GEMM32(q8_0, eli_block_q8_0, eli_block_q8_0, gx_q8_0, gy_plain_q8_0, GP_Q8_0, TREE32, VTERM_Q8_0, 0)
-DEF_GEMM32(q5_0, eli_block_q5_0, eli_block_q8_0, gx_q5_0, gy_off16, GP_Q5_0, TREE32, VTERM_Q5_0, 0)
-DEF_GEMM32(q4_1, eli_block_q4_1, eli_block_q8_1, gx_q4_1, gy_plain_q8_1, GP_U, TREE32, VTERM_Q4_1, 1)
-DEF_GEMM32(q5_1, eli_block_q5_1, eli_block_q8_1, gx_q5_1, gy_plain_q8_1, GP_U, TREE32, VTERM_Q5_1, 1)
 
 /* K-quants: per super-block the GEMM_RM weight rows are unpacked (lane-permuted, as in the one-row
  * kernels) into 8 chunks of 32 bytes each with its scale, then every token pair is multiplied with them.
@@ -944,13 +885,6 @@ static float vec_dot_f16(int64_t n, const void *vx, const void *vy) {
 /* ---------------------------------------------------------------------------------------------------
  * attention helpers (float accumulation, FMA)
  * ------------------------------------------------------------------------------------------------- */
-
-static inline float hsum_ps(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 static float dot_f32(int64_t n, const float *a, const float *b) {
     __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;

@@ -4,8 +4,10 @@
  *  - the quantizers reproduce the bytes of ggml's reference quantizers (the `quantize_row_*_ref` path that
  *    llama-quantize takes when no importance matrix is given), so that re-quantizing an F32 tensor yields
  *    the same file bytes;
- *  - the dequantizers and dot products perform the same float operations, in the same order, as ggml's
- *    scalar ("generic") code, so SIMD kernels elsewhere can be tested against them.
+ *  - the dequantizers and the K-quant dot products perform the same float operations, in the same order,
+ *    as ggml's scalar ("generic") code; the 32-element formats' dot products accumulate in 8 lanes of our
+ *    own definition (see lanes8_fma). Either way the order is fixed here, so the SIMD kernels elsewhere
+ *    can be tested against it bit for bit.
  *
  * Bit-exactness depends on evaluation order of float expressions, which is why many expressions below are
  * written in a specific (sometimes odd-looking) form, e.g. `(w * x) * l` rather than `w * (x * l)`. Do not
@@ -424,6 +426,53 @@ static float vec_dot_bf16(int64_t n, const void *vx, const void *vy) {
 }
 
 /* ------------------------------------------------------------------------------------------------------
+ * Dot products of the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 against Q8_0 / Q8_1).
+ *
+ * Our own accumulation order, not ggml's generic one: ggml's scalar code adds one float term per block to a
+ * single running sum, a serial chain that no SIMD kernel can reproduce without a scalar add per block (it
+ * bounded our decode speed). Here there are 8 float lanes: lane l takes the integer sum of elements
+ * 4l..4l+3 of every block, multiplied by the block pair's scale product d_x * d_y and added with one fused
+ * multiply-add per block; the lanes are added in the fixed tree ((l0 + l4) + (l2 + l6)) + ((l1 + l5) +
+ * (l3 + l7)) at the end. Q4_1 / Q5_1 add their min terms m_x * s_y into a separate sum, one FMA per block
+ * in block order, added last. That is what the hardware computes naturally -- a 32-byte block pair reduces
+ * to 8 int32 lanes of 4 consecutive elements (AVX2 vpmaddubsw + vpmaddwd, AVX-512 VNNI vpdpbusd, NEON sdot
+ * over the two 16-byte halves) and one FMA adds them into an 8-lane accumulator -- so every kernel table
+ * reproduces this bit for bit (and llama.cpp's x86 kernels accumulate the same way; the golden tests bound
+ * the difference).
+ * ---------------------------------------------------------------------------------------------------- */
+
+/* acc[l] += d * (sum of a[4l + k] * y[4l + k], k < 4), fused */
+static inline void lanes8_fma(float acc[8], const int8_t a[32], const int8_t y[32], float d) {
+    for (int l = 0; l < 8; ++l) {
+        int s = 0;
+        for (int k = 0; k < 4; ++k) s += a[4 * l + k] * y[4 * l + k];
+        acc[l] = fmaf((float)s, d, acc[l]);
+    }
+}
+
+static inline float lanes8_total(const float acc[8]) {
+    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
+/* the 32 quants of a 4-bit block in element order (low nibbles first), minus off */
+static inline void unpack_nibbles(const uint8_t qs[16], int off, int8_t a[32]) {
+    for (int j = 0; j < 16; ++j) {
+        a[j] = (int8_t)((qs[j] & 0x0F) - off);
+        a[j + 16] = (int8_t)((qs[j] >> 4) - off);
+    }
+}
+
+/* the same with the fifth bits of qh (bit j for element j), minus off */
+static inline void unpack_nibbles5(const uint8_t qs[16], const uint8_t qh_bytes[4], int off, int8_t a[32]) {
+    uint32_t qh;
+    memcpy(&qh, qh_bytes, sizeof qh);
+    for (int j = 0; j < 16; ++j) {
+        a[j] = (int8_t)(((qs[j] & 0x0F) | (((qh >> j) & 1) << 4)) - off);
+        a[j + 16] = (int8_t)(((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - off);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------------------
  * Q4_0: 32 values, x = d * (q - 8), q in [0, 15]; value j in the low nibble of qs[j], value j+16 in the
  * high nibble.
  * ---------------------------------------------------------------------------------------------------- */
@@ -478,27 +527,20 @@ static void dequantize_row_q4_0(const void *src, float *y, int64_t k) {
 }
 
 static float vec_dot_q4_0_q8_0(int64_t n, const void *vx, const void *vy) {
-    const int qk = ELI_QK8_0;
-    assert(n % qk == 0);
-    const int64_t nb = n / qk;
+    assert(n % ELI_QK8_0 == 0);
+    const int64_t nb = n / ELI_QK8_0;
     const uint8_t *px = vx, *py = vy;
-    float sumf = 0;
+    float acc[8] = {0};
     for (int64_t ib = 0; ib < nb; ++ib) {
         eli_block_q4_0 x;
         eli_block_q8_0 y;
         memcpy(&x, px + ib * sizeof x, sizeof x);
         memcpy(&y, py + ib * sizeof y, sizeof y);
-        int sumi0 = 0, sumi1 = 0;
-        for (int j = 0; j < qk / 2; ++j) {
-            const int v0 = (x.qs[j] & 0x0F) - 8;
-            const int v1 = (x.qs[j] >> 4) - 8;
-            sumi0 += v0 * y.qs[j];
-            sumi1 += v1 * y.qs[j + qk / 2];
-        }
-        const int sumi = sumi0 + sumi1;
-        sumf += ((float)sumi * fp16_load(&x.d)) * fp16_load(&y.d);
+        int8_t a[32];
+        unpack_nibbles(x.qs, 8, a);
+        lanes8_fma(acc, a, y.qs, fp16_load(&x.d) * fp16_load(&y.d));
     }
-    return sumf;
+    return lanes8_total(acc);
 }
 
 /* ------------------------------------------------------------------------------------------------------
@@ -552,26 +594,22 @@ static void dequantize_row_q4_1(const void *src, float *y, int64_t k) {
 }
 
 static float vec_dot_q4_1_q8_1(int64_t n, const void *vx, const void *vy) {
-    const int qk = ELI_QK8_1;
-    assert(n % qk == 0);
-    const int64_t nb = n / qk;
+    assert(n % ELI_QK8_1 == 0);
+    const int64_t nb = n / ELI_QK8_1;
     const uint8_t *px = vx, *py = vy;
-    float sumf = 0;
+    float acc[8] = {0}, summ = 0;
     for (int64_t ib = 0; ib < nb; ++ib) {
         eli_block_q4_1 x;
         eli_block_q8_1 y;
         memcpy(&x, px + ib * sizeof x, sizeof x);
         memcpy(&y, py + ib * sizeof y, sizeof y);
-        int sumi0 = 0, sumi1 = 0;
-        for (int j = 0; j < qk / 2; ++j) {
-            sumi0 += (x.qs[j] & 0x0F) * y.qs[j];
-            sumi1 += (x.qs[j] >> 4) * y.qs[j + qk / 2];
-        }
-        const int sumi = sumi0 + sumi1;
-        /* The min term uses y.s = d_y * sum(y.qs), precomputed by the Q8_1 quantizer. */
-        sumf += (fp16_load(&x.d) * fp16_load(&y.d)) * (float)sumi + fp16_load(&x.m) * fp16_load(&y.s);
+        int8_t a[32];
+        unpack_nibbles(x.qs, 0, a);
+        lanes8_fma(acc, a, y.qs, fp16_load(&x.d) * fp16_load(&y.d));
+        /* the min term uses y.s = d_y * sum(y.qs), precomputed by the Q8_1 quantizer */
+        summ = fmaf(fp16_load(&x.m), fp16_load(&y.s), summ);
     }
-    return sumf;
+    return lanes8_total(acc) + summ;
 }
 
 /* ------------------------------------------------------------------------------------------------------
@@ -634,31 +672,20 @@ static void dequantize_row_q5_0(const void *src, float *y, int64_t k) {
 }
 
 static float vec_dot_q5_0_q8_0(int64_t n, const void *vx, const void *vy) {
-    const int qk = ELI_QK8_0;
-    assert(n % qk == 0);
-    const int64_t nb = n / qk;
+    assert(n % ELI_QK8_0 == 0);
+    const int64_t nb = n / ELI_QK8_0;
     const uint8_t *px = vx, *py = vy;
-    float sumf = 0;
+    float acc[8] = {0};
     for (int64_t ib = 0; ib < nb; ++ib) {
         eli_block_q5_0 x;
         eli_block_q8_0 y;
         memcpy(&x, px + ib * sizeof x, sizeof x);
         memcpy(&y, py + ib * sizeof y, sizeof y);
-        uint32_t qh;
-        memcpy(&qh, x.qh, sizeof qh);
-        int sumi0 = 0, sumi1 = 0;
-        for (int j = 0; j < qk / 2; ++j) {
-            const int xh0 = (int)(((qh >> (j + 0)) << 4) & 0x10);
-            const int xh1 = (int)((qh >> (j + 12)) & 0x10);
-            const int x0 = ((x.qs[j] & 0x0F) | xh0) - 16;
-            const int x1 = ((x.qs[j] >> 4) | xh1) - 16;
-            sumi0 += x0 * y.qs[j];
-            sumi1 += x1 * y.qs[j + qk / 2];
-        }
-        const int sumi = sumi0 + sumi1;
-        sumf += (fp16_load(&x.d) * fp16_load(&y.d)) * (float)sumi;
+        int8_t a[32];
+        unpack_nibbles5(x.qs, x.qh, 16, a);
+        lanes8_fma(acc, a, y.qs, fp16_load(&x.d) * fp16_load(&y.d));
     }
-    return sumf;
+    return lanes8_total(acc);
 }
 
 /* ------------------------------------------------------------------------------------------------------
@@ -722,31 +749,21 @@ static void dequantize_row_q5_1(const void *src, float *y, int64_t k) {
 }
 
 static float vec_dot_q5_1_q8_1(int64_t n, const void *vx, const void *vy) {
-    const int qk = ELI_QK8_1;
-    assert(n % qk == 0);
-    const int64_t nb = n / qk;
+    assert(n % ELI_QK8_1 == 0);
+    const int64_t nb = n / ELI_QK8_1;
     const uint8_t *px = vx, *py = vy;
-    float sumf = 0;
+    float acc[8] = {0}, summ = 0;
     for (int64_t ib = 0; ib < nb; ++ib) {
         eli_block_q5_1 x;
         eli_block_q8_1 y;
         memcpy(&x, px + ib * sizeof x, sizeof x);
         memcpy(&y, py + ib * sizeof y, sizeof y);
-        uint32_t qh;
-        memcpy(&qh, x.qh, sizeof qh);
-        int sumi0 = 0, sumi1 = 0;
-        for (int j = 0; j < qk / 2; ++j) {
-            const int xh0 = (int)(((qh >> (j + 0)) << 4) & 0x10);
-            const int xh1 = (int)((qh >> (j + 12)) & 0x10);
-            const int x0 = (x.qs[j] & 0x0F) | xh0;
-            const int x1 = (x.qs[j] >> 4) | xh1;
-            sumi0 += x0 * y.qs[j];
-            sumi1 += x1 * y.qs[j + qk / 2];
-        }
-        const int sumi = sumi0 + sumi1;
-        sumf += (fp16_load(&x.d) * fp16_load(&y.d)) * (float)sumi + fp16_load(&x.m) * fp16_load(&y.s);
+        int8_t a[32];
+        unpack_nibbles5(x.qs, x.qh, 0, a);
+        lanes8_fma(acc, a, y.qs, fp16_load(&x.d) * fp16_load(&y.d));
+        summ = fmaf(fp16_load(&x.m), fp16_load(&y.s), summ);
     }
-    return sumf;
+    return lanes8_total(acc) + summ;
 }
 
 /* ------------------------------------------------------------------------------------------------------
@@ -788,16 +805,14 @@ static float vec_dot_q8_0_q8_0(int64_t n, const void *vx, const void *vy) {
     assert(n % ELI_QK8_0 == 0);
     const int64_t nb = n / ELI_QK8_0;
     const uint8_t *px = vx, *py = vy;
-    float sumf = 0;
+    float acc[8] = {0};
     for (int64_t ib = 0; ib < nb; ++ib) {
         eli_block_q8_0 x, y;
         memcpy(&x, px + ib * sizeof x, sizeof x);
         memcpy(&y, py + ib * sizeof y, sizeof y);
-        int sumi = 0;
-        for (int j = 0; j < ELI_QK8_0; j++) sumi += x.qs[j] * y.qs[j];
-        sumf += (float)sumi * (fp16_load(&x.d) * fp16_load(&y.d));
+        lanes8_fma(acc, x.qs, y.qs, fp16_load(&x.d) * fp16_load(&y.d));
     }
-    return sumf;
+    return lanes8_total(acc);
 }
 
 /* ------------------------------------------------------------------------------------------------------
