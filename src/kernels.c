@@ -9,7 +9,7 @@
 
 /* kernels_avx2.c: data only, its functions may be called only after the CPUID check below */
 #if defined(__x86_64__) || defined(__i386__)
-extern const eli_kernels eli_kernels_avx2_table;
+extern const eli_kernels eli_kernels_avx2_table, eli_kernels_avx512_table;
 #endif
 /* kernels_neon.c (aarch64 only): data, plus the dotprod probe (getauxval HWCAP_ASIMDDP) */
 #if defined(__aarch64__)
@@ -41,7 +41,7 @@ static void ref_scale_f32(int64_t n, float a, float *y) {
     for (int64_t i = 0; i < n; i++) y[i] *= a;
 }
 
-static eli_kernels ref_table, avx2_table, neon_table, neon_dp_table, *best_table;
+static eli_kernels ref_table, avx2_table, avx512_table, neon_table, neon_dp_table, *best_table;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
 /* dst = base with every non-NULL entry of over applied */
@@ -87,6 +87,11 @@ static void init_tables(void) {
     if (eli_kernels_avx2_table.name && f->avx2 && f->fma && f->f16c) {
         overlay(&avx2_table, &ref_table, &eli_kernels_avx2_table);
         best_table = &avx2_table;
+        /* the AVX-512 table covers some formats only: laid over the AVX2 one */
+        if (eli_kernels_avx512_table.name && f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni) {
+            overlay(&avx512_table, &avx2_table, &eli_kernels_avx512_table);
+            best_table = &avx512_table;
+        }
     }
 #endif
 #if defined(__aarch64__)
@@ -102,7 +107,7 @@ static void init_tables(void) {
     (void)f;
     /* ELI_KERNELS=<name> picks that table when this CPU can run it */
     const char *env = getenv("ELI_KERNELS");
-    eli_kernels *const all[] = {&ref_table, &avx2_table, &neon_table, &neon_dp_table};
+    eli_kernels *const all[] = {&ref_table, &avx2_table, &avx512_table, &neon_table, &neon_dp_table};
     for (size_t i = 0; env && i < sizeof all / sizeof all[0]; i++)
         if (all[i]->name && !strcmp(env, all[i]->name)) best_table = all[i];
 }
@@ -117,6 +122,11 @@ const eli_kernels *eli_kernels_avx2(void) {
     return avx2_table.name ? &avx2_table : NULL;
 }
 
+const eli_kernels *eli_kernels_avx512(void) {
+    pthread_once(&tables_once, init_tables);
+    return avx512_table.name ? &avx512_table : NULL;
+}
+
 const eli_kernels *eli_kernels_neon(void) {
     pthread_once(&tables_once, init_tables);
     return neon_table.name ? &neon_table : NULL;
@@ -129,7 +139,7 @@ const eli_kernels *eli_kernels_neon_dotprod(void) {
 
 int eli_kernels_all(const eli_kernels **out, int cap) {
     pthread_once(&tables_once, init_tables);
-    const eli_kernels *all[] = {&ref_table, &avx2_table, &neon_table, &neon_dp_table};
+    const eli_kernels *all[] = {&ref_table, &avx2_table, &avx512_table, &neon_table, &neon_dp_table};
     int n = 0;
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]->name && n < cap) out[n++] = all[i];

@@ -3,7 +3,7 @@
  * eli_kernels_reference() is the scalar code of quants.c (plus plain loops for attention): the "reference"
  * backend. eli_kernels_best() picks the fastest table this CPU supports (CPUID, see cpu.h): AVX2+FMA+F16C
  * when present; on aarch64 NEON with dotprod (HWCAP_ASIMDDP) when present, else plain NEON; else the
- * reference. The environment variable ELI_KERNELS=reference|avx2|neon|neon-dotprod overrides the choice
+ * reference. The environment variable ELI_KERNELS=reference|avx2|avx512|neon|neon-dotprod overrides the choice
  * (a table the CPU cannot run is never chosen).
  *
  * Contract, tested by tests/test_kernels.c on random data:
@@ -56,6 +56,9 @@ const eli_kernels *eli_kernels_reference(void);
 const eli_kernels *eli_kernels_best(void);
 /* The AVX2 table, or NULL when not compiled in or the CPU lacks AVX2/FMA/F16C. */
 const eli_kernels *eli_kernels_avx2(void);
+/* The AVX2 table with the AVX-512 VNNI kernels over it, or NULL when not compiled in or the CPU lacks any
+ * of AVX-512 F/BW/VL/VNNI (or the OS does not save the ZMM state). */
+const eli_kernels *eli_kernels_avx512(void);
 /* The aarch64 NEON tables (kernels_neon.c): plain NEON, NULL when not an aarch64 build; the one using the
  * dotprod instructions (SDOT), NULL unless the CPU has them. */
 const eli_kernels *eli_kernels_neon(void);
