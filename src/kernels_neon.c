@@ -8,18 +8,24 @@
  * Bit-exactness with quants.c (kernels.h), as in kernels_avx2.c: the integer formats compute the same
  * integer sums as the scalar reference (in any order: integer addition is associative) and then perform
  * the same float operations in the same order:
- *  - Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0: one float term per 32-block, 4 terms computed in one vector, each
- *    added to the row sum strictly in block order;
+ *  - Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0: 8 float lanes per row (quants.c, lanes8_fma), lane l taking the
+ *    int32 sum of elements 4l..4l+3 of every block, one FMA per block with d = d_x * d_y, the lanes added
+ *    in a fixed tree at the end; Q4_1 / Q5_1 keep their min terms in one more FMA chain. SDOT on the two
+ *    16-byte halves of a block yields lanes 0-3 and 4-7 directly; plain NEON gets the same sums from
+ *    vmull_s8 and pairwise adds. The 8 lanes live in two float32x4 (vfmaq with the broadcast d), so no
+ *    kernel has a serial chain across blocks beyond the per-lane FMA;
  *  - Q4_K / Q5_K / Q6_K: the reference's 8 int32 lanes per super-block (lane l sums the elements whose
  *    index is l mod 8). Plain NEON: vmull_s8 on 8-byte halves already puts element 8k+l in int16 lane l;
  *    the int16 lane sums of one sub-block (at most 4 products each, |sum| <= 4*31*128, no overflow) are
  *    scaled into two int32x4 (lanes 0-3, 4-7). dotprod: both operands are permuted per 32 bytes so that
  *    the 4 bytes SDOT adds up are elements l, l+8, l+16, l+24 (one lane). Q6_K's 16-element sub-blocks
  *    give only 2 elements per lane, so it uses the vmull path in both tables.
+ * The prefill microkernels (gemm_*, the 32-element formats) unpack each weight block once for a tile of
+ * rows x tokens and keep these exact per-(row, token) operations.
  * fp16 <-> fp32 go through FCVTL / FCVTN (round to nearest even, subnormals kept: the Linux default
  * FPCR), which agree with eli_fp16_to_fp32 / eli_fp32_to_fp16 on every non-NaN value.
- * Float contraction is off (as in quants.c): a*b+c must not become an FMA in the exact paths; the
- * attention helpers use FMA explicitly (vfmaq_f32). */
+ * Float contraction is off (as in quants.c): a*b+c must not become an FMA in the exact paths; the fused
+ * steps (the 32-element formats' lanes, the attention helpers) are written as explicit FMAs. */
 #if defined(__FAST_MATH__)
 #error "kernels_neon.c must not be built with -ffast-math"
 #endif
@@ -86,13 +92,6 @@ static inline eli_fp16 f2h(float f) {
     return vget_lane_u16(vreinterpret_u16_f16(vcvt_f16_f32(vdupq_n_f32(f))), 0);
 }
 
-/* 4 fp16 values `stride` bytes apart, as floats */
-static inline float32x4_t load_h4(const uint8_t *p, size_t stride) {
-    uint16_t h[4];
-    for (int k = 0; k < 4; k++) memcpy(&h[k], p + (size_t)k * stride, 2);
-    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h)));
-}
-
 static inline float ld_f32(const uint8_t *p) {
     float f;
     memcpy(&f, p, sizeof f);
@@ -112,18 +111,6 @@ static inline void bits32(const uint8_t *p, uint8x16_t *m0, uint8x16_t *m1) {
     const uint8x16_t bits = vld1q_u8(bit);
     *m0 = vtstq_u8(vqtbl1q_u8(b, vld1q_u8(idx)), bits);
     *m1 = vtstq_u8(vqtbl1q_u8(b, vld1q_u8(idx + 16)), bits);
-}
-
-/* signed dot of 32 bytes -> 4 int32 partial sums (exact for any int8 input) */
-static inline int32x4_t dot32_plain(int8x16_t x0, int8x16_t x1, int8x16_t y0, int8x16_t y1) {
-    int32x4_t a = vpaddlq_s16(vmull_s8(vget_low_s8(x0), vget_low_s8(y0)));
-    a = vpadalq_s16(a, vmull_high_s8(x0, y0));
-    a = vpadalq_s16(a, vmull_s8(vget_low_s8(x1), vget_low_s8(y1)));
-    return vpadalq_s16(a, vmull_high_s8(x1, y1));
-}
-
-static inline DOTPROD int32x4_t dot32_sdot(int8x16_t x0, int8x16_t x1, int8x16_t y0, int8x16_t y1) {
-    return sdot(sdot(vdupq_n_s32(0), x0, y0), x1, y1);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -261,23 +248,33 @@ static void quantize_bf16(const float *x, void *dst, int64_t n) {
 }
 
 /* ---------------------------------------------------------------------------------------------------
- * 32-element block formats: row sums strictly in block order
+ * 32-element block formats: per (row, activation) pair the reference's 8 float lanes (quants.c,
+ * lanes8_fma) in two float32x4, lo = lanes 0-3 (elements 0..15), hi = lanes 4-7 (elements 16..31); each
+ * block adds its int32 lane sums, converted, times d = d_x * d_y (the reference's rounded float product)
+ * with one vfmaq; Q4_1 / Q5_1 keep their min terms m_x * s_y in one more FMA chain, in block order.
  * ------------------------------------------------------------------------------------------------- */
 
-/* unpack the 32 weights of one block (at p) into two int8x16 (elements 0..15, 16..31) */
+/* unpack_*: the 32 weights of one block (at p) as two int8x16 (elements 0..15, 16..31) */
+static inline void nibbles(const uint8_t *qs, int8x16_t *x0, int8x16_t *x1) {
+    const uint8x16_t v = vld1q_u8(qs);
+    *x0 = s8(vandq_u8(v, vdupq_n_u8(0x0F)));
+    *x1 = s8(vshrq_n_u8(v, 4));
+}
 static inline void unpack_q4_0(const uint8_t *p, int8x16_t *x0, int8x16_t *x1) {
     const uint8x16_t v = vld1q_u8(p + offsetof(eli_block_q4_0, qs));
     *x0 = s8(vsubq_u8(vandq_u8(v, vdupq_n_u8(0x0F)), vdupq_n_u8(8)));
     *x1 = s8(vsubq_u8(vshrq_n_u8(v, 4), vdupq_n_u8(8)));
+}
+/* Q4_0 as the unsigned nibbles u = q + 8, for the kernels that subtract 8 * y on the activation side */
+static inline void unpack_q4_0u(const uint8_t *p, int8x16_t *x0, int8x16_t *x1) {
+    nibbles(p + offsetof(eli_block_q4_0, qs), x0, x1);
 }
 static inline void unpack_q8_0(const uint8_t *p, int8x16_t *x0, int8x16_t *x1) {
     *x0 = vld1q_s8((const int8_t *)(p + offsetof(eli_block_q8_0, qs)));
     *x1 = vld1q_s8((const int8_t *)(p + offsetof(eli_block_q8_0, qs) + 16));
 }
 static inline void unpack_q4_1(const uint8_t *p, int8x16_t *x0, int8x16_t *x1) {
-    const uint8x16_t v = vld1q_u8(p + offsetof(eli_block_q4_1, qs));
-    *x0 = s8(vandq_u8(v, vdupq_n_u8(0x0F)));
-    *x1 = s8(vshrq_n_u8(v, 4));
+    nibbles(p + offsetof(eli_block_q4_1, qs), x0, x1);
 }
 /* Q5_0: (nibble | bit4 << 4) - 16 = nibble when bit4 is set, else nibble | 0xF0 as int8 */
 static inline void unpack_q5_0(const uint8_t *p, int8x16_t *x0, int8x16_t *x1) {
@@ -297,95 +294,201 @@ static inline void unpack_q5_1(const uint8_t *p, int8x16_t *x0, int8x16_t *x1) {
     *x1 = s8(vorrq_u8(vshrq_n_u8(v, 4), vandq_u8(m1, b4)));
 }
 
-/* the float term, with the reference's operation order: si = (float)sumi, dx/dy = the blocks' scales,
- * mx/sy = min and d*sum (Q4_1/Q5_1) */
-#define VTERM_Q4_0(si, dx, dy, mx, sy) vmulq_f32(vmulq_f32(si, dx), dy)
-#define STERM_Q4_0(si, dx, dy, mx, sy) (((si) * (dx)) * (dy))
-#define VTERM_Q8_0(si, dx, dy, mx, sy) vmulq_f32(si, vmulq_f32(dx, dy))
-#define STERM_Q8_0(si, dx, dy, mx, sy) ((si) * ((dx) * (dy)))
-#define VTERM_Q5_0(si, dx, dy, mx, sy) vmulq_f32(vmulq_f32(dx, dy), si)
-#define STERM_Q5_0(si, dx, dy, mx, sy) (((dx) * (dy)) * (si))
-#define VTERM_Q4_1(si, dx, dy, mx, sy) vaddq_f32(vmulq_f32(vmulq_f32(dx, dy), si), vmulq_f32(mx, sy))
-#define STERM_Q4_1(si, dx, dy, mx, sy) ((((dx) * (dy)) * (si)) + ((mx) * (sy)))
-#define VTERM_Q5_1 VTERM_Q4_1
-#define STERM_Q5_1 STERM_Q4_1
+/* The reference's lane sums of one 16-byte half: int32 lane l = init lane l + sum of x[4l + k] * y[4l + k]
+ * (k < 4). SDOT adds exactly those 4 bytes into lane l. Plain NEON: vmull_s8 gives the 16 products as
+ * int16 and two pairwise adds bring 4 consecutive ones into one int32 lane; l4_narrow adds the pairs in
+ * int16, exact for the 4- and 5-bit formats (|x| <= 31, so a pair is below 2 * 31 * 128), while Q8_0
+ * pairs can reach 2 * 128 * 128 and are widened first (l4_wide). The plain kernels pass no offset (init
+ * is zero and ignored). */
+static inline int32x4_t l4_narrow(int8x16_t x, int8x16_t y) {
+    return vpaddlq_s16(vpaddq_s16(vmull_s8(vget_low_s8(x), vget_low_s8(y)), vmull_high_s8(x, y)));
+}
+static inline int32x4_t l4_wide(int8x16_t x, int8x16_t y) {
+    return vpaddq_s32(vpaddlq_s16(vmull_s8(vget_low_s8(x), vget_low_s8(y))), vpaddlq_s16(vmull_high_s8(x, y)));
+}
+#define L4_NARROW(init, x, y) l4_narrow(x, y)
+#define L4_WIDE(init, x, y) l4_wide(x, y)
+#define L4_SDOT(init, x, y) sdot(init, x, y)
 
-/* NAME##SFX##_nr and NAME##SFX: XB / YB the block types, YQ the offset of the activation quants, DOT the
- * 32-byte integer dot; HAS_MIN: Q4_1 / Q5_1, whose blocks carry m after d (and Q8_1 s after d) */
-#define DEF_Q32(NAME, SFX, ATTR, XB, YB, YQ, UNPACK, DOT, VTERM, STERM, HAS_MIN)                                 \
-    static ATTR void vec_dot_##NAME##SFX##_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy,      \
-                                              float *s) {                                                        \
+/* The init of the activation half q (once per activation block, for all rows). In the dotprod row
+ * kernels Q4_0 goes in as unsigned nibbles u and sdot(-8 * sum4(y), u, y) = sum4((u - 8) * y): the
+ * per-row subtraction of 8 moves to the activation side. */
+#define YOFF_NONE(q) vdupq_n_s32(0)
+#define YOFF_8(q) sdot(vdupq_n_s32(0), vdupq_n_s8(-8), q)
+
+/* lane k of v set to the 2 bytes at p; the lane of vset_lane is an immediate, the switch folds away
+ * once the caller's loop over k is unrolled */
+static inline uint16x4_t set_h(uint16x4_t v, const uint8_t *p, int k) {
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    switch (k) {
+    case 0: return vset_lane_u16(h, v, 0);
+    case 1: return vset_lane_u16(h, v, 1);
+    case 2: return vset_lane_u16(h, v, 2);
+    default: return vset_lane_u16(h, v, 3);
+    }
+}
+
+/* lane k < cnt (<= 4): the fp16 at p[k] + off, as float; the other lanes 0 */
+static inline float32x4_t h4_gather(const uint8_t *const p[], size_t off, int cnt) {
+    uint16x4_t v = vdup_n_u16(0);
+    for (int k = 0; k < cnt; k++) v = set_h(v, p[k] + off, k);
+    return vcvt_f32_f16(vreinterpret_f16_u16(v));
+}
+
+/* acc + v * d[k], fused (as fmaf); k folds to a constant as in set_h */
+static inline float32x4_t fma_lane(float32x4_t acc, float32x4_t v, float32x4_t d, int k) {
+    switch (k) {
+    case 0: return vfmaq_laneq_f32(acc, v, d, 0);
+    case 1: return vfmaq_laneq_f32(acc, v, d, 1);
+    case 2: return vfmaq_laneq_f32(acc, v, d, 2);
+    default: return vfmaq_laneq_f32(acc, v, d, 3);
+    }
+}
+
+/* the reference's tree ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)) */
+static inline float lanes8_total(float32x4_t lo, float32x4_t hi) {
+    const float32x4_t t = vaddq_f32(lo, hi);                           /* t_k = l_k + l_(k+4) */
+    const float32x2_t u = vadd_f32(vget_low_f32(t), vget_high_f32(t)); /* t0 + t2, t1 + t3 */
+    return vget_lane_f32(u, 0) + vget_lane_f32(u, 1);
+}
+
+/* NAME_nr / NAME: UNPACK the weight block, L4 the lane sums, YOFF the activation-side init; HAS_MIN:
+ * Q4_1 / Q5_1, whose blocks carry m after d (and the Q8_1 activation s after d). rows_NAME does up to 4
+ * rows with the activation block loaded (and offset) once for all of them, their 4 scales gathered into
+ * one vector (lane r: row r), and the min terms of the 4 rows in the lanes of one more vector. */
+#define DEF_Q32(NAME, ATTR, XB, YB, UNPACK, L4, YOFF, HAS_MIN)                                                  \
+    static inline __attribute__((always_inline)) ATTR void rows_##NAME(int64_t n, const int nr, const void *vx,   \
+                                                                       size_t bx, const void *vy, float *s) {    \
         const int64_t nb = n / 32;                                                                               \
-        const uint8_t *y = vy;                                                                                   \
-        float sum[ELI_KERNEL_MAX_NR] = {0};                                                                      \
-        int64_t ib = 0;                                                                                          \
-        for (; ib + 4 <= nb; ib += 4) {                                                                          \
-            const uint8_t *yb = y + (size_t)ib * sizeof(YB);                                                     \
-            const float32x4_t dy = load_h4(yb, sizeof(YB));                                                      \
-            const float32x4_t sy = HAS_MIN ? load_h4(yb + 2, sizeof(YB)) : vdupq_n_f32(0.0f);                    \
-            int8x16_t yq[8];                                                                                     \
-            for (int k = 0; k < 4; k++) {                                                                        \
-                yq[2 * k] = vld1q_s8((const int8_t *)(yb + k * sizeof(YB) + (YQ)));                              \
-                yq[2 * k + 1] = vld1q_s8((const int8_t *)(yb + k * sizeof(YB) + (YQ) + 16));                     \
-            }                                                                                                    \
-            for (int r = 0; r < nr; r++) {                                                                       \
-                const uint8_t *x = (const uint8_t *)vx + (size_t)r * bx + (size_t)ib * sizeof(XB);               \
-                int32x4_t p[4];                                                                                  \
-                for (int k = 0; k < 4; k++) {                                                                    \
-                    int8x16_t x0, x1;                                                                            \
-                    UNPACK(x + k * sizeof(XB), &x0, &x1);                                                        \
-                    p[k] = DOT(x0, x1, yq[2 * k], yq[2 * k + 1]);                                                \
-                }                                                                                                \
-                const float32x4_t si = vcvtq_f32_s32(vpaddq_s32(vpaddq_s32(p[0], p[1]), vpaddq_s32(p[2], p[3]))); \
-                const float32x4_t dx = load_h4(x, sizeof(XB));                                                   \
-                const float32x4_t mx = HAS_MIN ? load_h4(x + 2, sizeof(XB)) : vdupq_n_f32(0.0f);                 \
-                float t[4];                                                                                      \
-                vst1q_f32(t, VTERM(si, dx, dy, mx, sy));                                                         \
-                (void)mx, (void)sy;                                                                              \
-                float a = sum[r];                                                                                \
-                for (int k = 0; k < 4; k++) a += t[k];                                                           \
-                sum[r] = a;                                                                                      \
-            }                                                                                                    \
+        const uint8_t *xr[4];                                                                                    \
+        float32x4_t lo[4], hi[4];                                                                                \
+        float32x4_t summ = vdupq_n_f32(0.0f); /* lane r: row r's min terms */                                    \
+        for (int r = 0; r < nr; r++) {                                                                           \
+            xr[r] = (const uint8_t *)vx + (size_t)r * bx;                                                        \
+            lo[r] = hi[r] = vdupq_n_f32(0.0f);                                                                   \
         }                                                                                                        \
-        for (; ib < nb; ib++) {                                                                                  \
-            const uint8_t *yb = y + (size_t)ib * sizeof(YB);                                                     \
-            const float dy = h2f(yb);                                                                            \
-            const float sy = HAS_MIN ? h2f(yb + 2) : 0.0f;                                                       \
-            const int8x16_t y0 = vld1q_s8((const int8_t *)(yb + (YQ)));                                          \
-            const int8x16_t y1 = vld1q_s8((const int8_t *)(yb + (YQ) + 16));                                     \
+        for (int64_t ib = 0; ib < nb; ib++) {                                                                    \
+            const uint8_t *yb = (const uint8_t *)vy + (size_t)ib * sizeof(YB);                                   \
+            const int8x16_t y0 = vld1q_s8((const int8_t *)(yb + offsetof(YB, qs)));                              \
+            const int8x16_t y1 = vld1q_s8((const int8_t *)(yb + offsetof(YB, qs) + 16));                         \
+            const int32x4_t o0 = YOFF(y0), o1 = YOFF(y1);                                                        \
+            (void)o0, (void)o1;                                                                                  \
+            const size_t ox = (size_t)ib * sizeof(XB);                                                           \
+            const float32x4_t d = vmulq_n_f32(h4_gather(xr, ox, nr), h2f(yb));                                   \
             for (int r = 0; r < nr; r++) {                                                                       \
-                const uint8_t *x = (const uint8_t *)vx + (size_t)r * bx + (size_t)ib * sizeof(XB);               \
                 int8x16_t x0, x1;                                                                                \
-                UNPACK(x, &x0, &x1);                                                                             \
-                const float si = (float)vaddvq_s32(DOT(x0, x1, y0, y1));                                         \
-                const float dx = h2f(x);                                                                         \
-                const float mx = HAS_MIN ? h2f(x + 2) : 0.0f;                                                    \
-                (void)mx, (void)sy;                                                                              \
-                sum[r] += STERM(si, dx, dy, mx, sy);                                                             \
+                UNPACK(xr[r] + ox, &x0, &x1);                                                                    \
+                lo[r] = fma_lane(lo[r], vcvtq_f32_s32(L4(o0, x0, y0)), d, r);                                    \
+                hi[r] = fma_lane(hi[r], vcvtq_f32_s32(L4(o1, x1, y1)), d, r);                                    \
+            }                                                                                                    \
+            if (HAS_MIN) summ = vfmaq_n_f32(summ, h4_gather(xr, ox + 2, nr), h2f(yb + 2));                       \
+        }                                                                                                        \
+        float sm[4];                                                                                             \
+        vst1q_f32(sm, summ);                                                                                     \
+        for (int r = 0; r < nr; r++) s[r] = HAS_MIN ? lanes8_total(lo[r], hi[r]) + sm[r] : lanes8_total(lo[r], hi[r]); \
+    }                                                                                                            \
+    /* one specialisation per row count keeps the accumulators in registers */                                  \
+    static ATTR void vec_dot_##NAME##_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) { \
+        for (int r0 = 0; r0 < nr; r0 += 4) {                                                                     \
+            const void *x = (const uint8_t *)vx + (size_t)r0 * bx;                                               \
+            switch (nr - r0) {                                                                                   \
+            case 1: rows_##NAME(n, 1, x, bx, vy, s + r0); break;                                                 \
+            case 2: rows_##NAME(n, 2, x, bx, vy, s + r0); break;                                                 \
+            case 3: rows_##NAME(n, 3, x, bx, vy, s + r0); break;                                                 \
+            default: rows_##NAME(n, 4, x, bx, vy, s + r0); break;                                                \
             }                                                                                                    \
         }                                                                                                        \
-        for (int r = 0; r < nr; r++) s[r] = sum[r];                                                              \
     }                                                                                                            \
-    static ATTR float vec_dot_##NAME##SFX(int64_t n, const void *vx, const void *vy) {                           \
+    static ATTR float vec_dot_##NAME(int64_t n, const void *vx, const void *vy) {                                \
         float s;                                                                                                 \
-        vec_dot_##NAME##SFX##_nr(n, 1, vx, 0, vy, &s);                                                           \
+        rows_##NAME(n, 1, vx, 0, vy, &s);                                                                        \
         return s;                                                                                                \
     }
 
-#define Q8_0_QS offsetof(eli_block_q8_0, qs)
-#define Q8_1_QS offsetof(eli_block_q8_1, qs)
+/* The prefill microkernel: tiles of G32_RM rows x G32_NT tokens, one lo / hi pair per (row, token) doing
+ * exactly the row kernel's operations, so every weight block is unpacked once for G32_NT tokens and every
+ * activation block loaded once for G32_RM rows. The scales of a block come as one vector per row (lane t:
+ * d_x(r) * d_y(t)), the min terms as one vector per row (lane t: token t). A partial tile repeats its
+ * last row / token (computed, not stored). No activation-side offset here: it would cost 2 SDOTs per
+ * token and block against 2 byte subtractions per row and block, shared by G32_NT tokens. */
+#define G32_RM 2
+#define G32_NT 4
+_Static_assert(G32_NT == 4, "DEF_GEMM32 keeps one token per float lane");
+
+#define DEF_GEMM32(NAME, ATTR, XB, YB, UNPACK, L4, HAS_MIN)                                                     \
+    static ATTR void gemm_##NAME(int64_t n, int nr, int nt, const void *vx, size_t bx, const void *vy, size_t by, \
+                                 float *s, size_t bs) {                                                          \
+        const int64_t nb = n / 32;                                                                               \
+        const int32x4_t z = vdupq_n_s32(0);                                                                      \
+        (void)z;                                                                                                 \
+        for (int r0 = 0; r0 < nr; r0 += G32_RM)                                                                  \
+            for (int t0 = 0; t0 < nt; t0 += G32_NT) {                                                            \
+                const uint8_t *xr[G32_RM], *yt[G32_NT];                                                          \
+                for (int r = 0; r < G32_RM; r++)                                                                 \
+                    xr[r] = (const uint8_t *)vx + (size_t)(r0 + r < nr ? r0 + r : nr - 1) * bx;                  \
+                for (int t = 0; t < G32_NT; t++)                                                                 \
+                    yt[t] = (const uint8_t *)vy + (size_t)(t0 + t < nt ? t0 + t : nt - 1) * by;                  \
+                float32x4_t lo[G32_RM][G32_NT], hi[G32_RM][G32_NT], summ[G32_RM];                                \
+                for (int r = 0; r < G32_RM; r++) {                                                               \
+                    summ[r] = vdupq_n_f32(0.0f);                                                                 \
+                    for (int t = 0; t < G32_NT; t++) lo[r][t] = hi[r][t] = vdupq_n_f32(0.0f);                    \
+                }                                                                                                \
+                for (int64_t ib = 0; ib < nb; ib++) {                                                            \
+                    const size_t ox = (size_t)ib * sizeof(XB), oy = (size_t)ib * sizeof(YB);                     \
+                    const float32x4_t dy = h4_gather(yt, oy, G32_NT);                                            \
+                    int8x16_t x0[G32_RM], x1[G32_RM];                                                            \
+                    float32x4_t d[G32_RM];                                                                       \
+                    for (int r = 0; r < G32_RM; r++) {                                                           \
+                        UNPACK(xr[r] + ox, &x0[r], &x1[r]);                                                      \
+                        d[r] = vmulq_n_f32(dy, h2f(xr[r] + ox));                                                 \
+                    }                                                                                            \
+                    for (int t = 0; t < G32_NT; t++) {                                                           \
+                        const int8x16_t y0 = vld1q_s8((const int8_t *)(yt[t] + oy + offsetof(YB, qs)));          \
+                        const int8x16_t y1 = vld1q_s8((const int8_t *)(yt[t] + oy + offsetof(YB, qs) + 16));     \
+                        for (int r = 0; r < G32_RM; r++) {                                                       \
+                            lo[r][t] = fma_lane(lo[r][t], vcvtq_f32_s32(L4(z, x0[r], y0)), d[r], t);             \
+                            hi[r][t] = fma_lane(hi[r][t], vcvtq_f32_s32(L4(z, x1[r], y1)), d[r], t);             \
+                        }                                                                                        \
+                    }                                                                                            \
+                    if (HAS_MIN) {                                                                               \
+                        const float32x4_t sy = h4_gather(yt, oy + 2, G32_NT);                                    \
+                        for (int r = 0; r < G32_RM; r++) summ[r] = vfmaq_n_f32(summ[r], sy, h2f(xr[r] + ox + 2)); \
+                    }                                                                                            \
+                }                                                                                                \
+                for (int r = 0; r < G32_RM && r0 + r < nr; r++) {                                                \
+                    float sm[G32_NT];                                                                            \
+                    vst1q_f32(sm, summ[r]);                                                                      \
+                    for (int t = 0; t < G32_NT && t0 + t < nt; t++) {                                            \
+                        const float v = lanes8_total(lo[r][t], hi[r][t]);                                        \
+                        s[(size_t)(t0 + t) * bs + r0 + r] = HAS_MIN ? v + sm[t] : v;                             \
+                    }                                                                                            \
+                }                                                                                                \
+            }                                                                                                    \
+    }
 
 #define NOATTR
-DEF_Q32(q4_0, , NOATTR, eli_block_q4_0, eli_block_q8_0, Q8_0_QS, unpack_q4_0, dot32_plain, VTERM_Q4_0, STERM_Q4_0, 0)
-DEF_Q32(q8_0, , NOATTR, eli_block_q8_0, eli_block_q8_0, Q8_0_QS, unpack_q8_0, dot32_plain, VTERM_Q8_0, STERM_Q8_0, 0)
-DEF_Q32(q5_0, , NOATTR, eli_block_q5_0, eli_block_q8_0, Q8_0_QS, unpack_q5_0, dot32_plain, VTERM_Q5_0, STERM_Q5_0, 0)
-DEF_Q32(q4_1, , NOATTR, eli_block_q4_1, eli_block_q8_1, Q8_1_QS, unpack_q4_1, dot32_plain, VTERM_Q4_1, STERM_Q4_1, 1)
-DEF_Q32(q5_1, , NOATTR, eli_block_q5_1, eli_block_q8_1, Q8_1_QS, unpack_q5_1, dot32_plain, VTERM_Q5_1, STERM_Q5_1, 1)
-DEF_Q32(q4_0, _dp, DOTPROD, eli_block_q4_0, eli_block_q8_0, Q8_0_QS, unpack_q4_0, dot32_sdot, VTERM_Q4_0, STERM_Q4_0, 0)
-DEF_Q32(q8_0, _dp, DOTPROD, eli_block_q8_0, eli_block_q8_0, Q8_0_QS, unpack_q8_0, dot32_sdot, VTERM_Q8_0, STERM_Q8_0, 0)
-DEF_Q32(q5_0, _dp, DOTPROD, eli_block_q5_0, eli_block_q8_0, Q8_0_QS, unpack_q5_0, dot32_sdot, VTERM_Q5_0, STERM_Q5_0, 0)
-DEF_Q32(q4_1, _dp, DOTPROD, eli_block_q4_1, eli_block_q8_1, Q8_1_QS, unpack_q4_1, dot32_sdot, VTERM_Q4_1, STERM_Q4_1, 1)
-DEF_Q32(q5_1, _dp, DOTPROD, eli_block_q5_1, eli_block_q8_1, Q8_1_QS, unpack_q5_1, dot32_sdot, VTERM_Q5_1, STERM_Q5_1, 1)
+DEF_Q32(q4_0, NOATTR, eli_block_q4_0, eli_block_q8_0, unpack_q4_0, L4_NARROW, YOFF_NONE, 0)
+DEF_Q32(q8_0, NOATTR, eli_block_q8_0, eli_block_q8_0, unpack_q8_0, L4_WIDE, YOFF_NONE, 0)
+DEF_Q32(q5_0, NOATTR, eli_block_q5_0, eli_block_q8_0, unpack_q5_0, L4_NARROW, YOFF_NONE, 0)
+DEF_Q32(q4_1, NOATTR, eli_block_q4_1, eli_block_q8_1, unpack_q4_1, L4_NARROW, YOFF_NONE, 1)
+DEF_Q32(q5_1, NOATTR, eli_block_q5_1, eli_block_q8_1, unpack_q5_1, L4_NARROW, YOFF_NONE, 1)
+DEF_Q32(q4_0_dp, DOTPROD, eli_block_q4_0, eli_block_q8_0, unpack_q4_0u, L4_SDOT, YOFF_8, 0)
+DEF_Q32(q8_0_dp, DOTPROD, eli_block_q8_0, eli_block_q8_0, unpack_q8_0, L4_SDOT, YOFF_NONE, 0)
+DEF_Q32(q5_0_dp, DOTPROD, eli_block_q5_0, eli_block_q8_0, unpack_q5_0, L4_SDOT, YOFF_NONE, 0)
+DEF_Q32(q4_1_dp, DOTPROD, eli_block_q4_1, eli_block_q8_1, unpack_q4_1, L4_SDOT, YOFF_NONE, 1)
+DEF_Q32(q5_1_dp, DOTPROD, eli_block_q5_1, eli_block_q8_1, unpack_q5_1, L4_SDOT, YOFF_NONE, 1)
+
+DEF_GEMM32(q4_0, NOATTR, eli_block_q4_0, eli_block_q8_0, unpack_q4_0, L4_NARROW, 0)
+DEF_GEMM32(q8_0, NOATTR, eli_block_q8_0, eli_block_q8_0, unpack_q8_0, L4_WIDE, 0)
+DEF_GEMM32(q5_0, NOATTR, eli_block_q5_0, eli_block_q8_0, unpack_q5_0, L4_NARROW, 0)
+DEF_GEMM32(q4_1, NOATTR, eli_block_q4_1, eli_block_q8_1, unpack_q4_1, L4_NARROW, 1)
+DEF_GEMM32(q5_1, NOATTR, eli_block_q5_1, eli_block_q8_1, unpack_q5_1, L4_NARROW, 1)
+DEF_GEMM32(q4_0_dp, DOTPROD, eli_block_q4_0, eli_block_q8_0, unpack_q4_0, L4_SDOT, 0)
+DEF_GEMM32(q8_0_dp, DOTPROD, eli_block_q8_0, eli_block_q8_0, unpack_q8_0, L4_SDOT, 0)
+DEF_GEMM32(q5_0_dp, DOTPROD, eli_block_q5_0, eli_block_q8_0, unpack_q5_0, L4_SDOT, 0)
+DEF_GEMM32(q4_1_dp, DOTPROD, eli_block_q4_1, eli_block_q8_1, unpack_q4_1, L4_SDOT, 1)
+DEF_GEMM32(q5_1_dp, DOTPROD, eli_block_q5_1, eli_block_q8_1, unpack_q5_1, L4_SDOT, 1)
 
 /* ---------------------------------------------------------------------------------------------------
  * K-quants: the reference's 8 lanes per super-block
@@ -735,6 +838,8 @@ static void scale_f32(int64_t n, float a, float *y) {
     .quantize = {[ELI_TYPE_Q8_0] = quantize_q8_0, [ELI_TYPE_Q8_1] = quantize_q8_1,    \
                  [ELI_TYPE_Q8_K] = quantize_q8_K, [ELI_TYPE_F16] = quantize_f16,      \
                  [ELI_TYPE_BF16] = quantize_bf16},                                    \
+    .gemm_nr = {[ELI_TYPE_Q4_0] = 4, [ELI_TYPE_Q4_1] = 4, [ELI_TYPE_Q5_0] = 4, [ELI_TYPE_Q5_1] = 4, \
+                [ELI_TYPE_Q8_0] = 4},                                                 \
     .dot_f32 = dot_f32, .dot_f16_f32 = dot_f16_f32, .axpy_f32 = axpy_f32, .f16_to_f32 = f16_to_f32, \
     .scale_f32 = scale_f32
 
@@ -765,6 +870,14 @@ const eli_kernels eli_kernels_neon_table = {
             [ELI_TYPE_Q5_K] = vec_dot_q5_K_nr,
             [ELI_TYPE_Q6_K] = vec_dot_q6_K_nr,
         },
+    .gemm =
+        {
+            [ELI_TYPE_Q4_0] = gemm_q4_0,
+            [ELI_TYPE_Q4_1] = gemm_q4_1,
+            [ELI_TYPE_Q5_0] = gemm_q5_0,
+            [ELI_TYPE_Q5_1] = gemm_q5_1,
+            [ELI_TYPE_Q8_0] = gemm_q8_0,
+        },
     NEON_COMMON,
 };
 
@@ -794,6 +907,14 @@ const eli_kernels eli_kernels_neon_dotprod_table = {
             [ELI_TYPE_Q4_K] = vec_dot_q4_K_dp_nr,
             [ELI_TYPE_Q5_K] = vec_dot_q5_K_dp_nr,
             [ELI_TYPE_Q6_K] = vec_dot_q6_K_nr,
+        },
+    .gemm =
+        {
+            [ELI_TYPE_Q4_0] = gemm_q4_0_dp,
+            [ELI_TYPE_Q4_1] = gemm_q4_1_dp,
+            [ELI_TYPE_Q5_0] = gemm_q5_0_dp,
+            [ELI_TYPE_Q5_1] = gemm_q5_1_dp,
+            [ELI_TYPE_Q8_0] = gemm_q8_0_dp,
         },
     NEON_COMMON,
 };
