@@ -190,7 +190,7 @@ int eli_drafter_step(eli_drafter *d, eli_context *target, int32_t t, int32_t pos
         eli_rms_norm(d->cn, d->c, l->ffn_norm, E, hp->rms_eps);
         if ((rc = eli_matmul_k(pool, k, &l->ffn_gate, 0, d->cn, 1, d->gate, &d->qbuf))) goto oom;
         if ((rc = eli_matmul_k(pool, k, &l->ffn_up, 0, d->cn, 1, d->up, &d->qbuf))) goto oom;
-        for (int i = 0; i < l->n_ff; i++) d->gate[i] = eli_gelu(d->gate[i]) * d->up[i];
+        eli_geglu(k, l->n_ff, d->gate, d->up);
         if ((rc = eli_matmul_k(pool, k, &l->ffn_down, 0, d->gate, 1, d->o, &d->qbuf))) goto oom;
         add_normed(d->c, d->o, l->post_ffw_norm, E, hp->rms_eps);
         for (int64_t i = 0; i < E; i++) d->c[i] *= l->out_scale;

@@ -291,7 +291,7 @@ static int geglu_mlp(eli_context *c, const eli_weight *wg, const eli_weight *wu,
     const int64_t n = wg->rows;
     if ((rc = eli_matmul_k(c->pool, c->kern, wg, mat, in, T, c->gate, &c->qbuf))) return rc;
     if ((rc = eli_matmul_k(c->pool, c->kern, wu, mat, in, T, c->up, &c->qbuf))) return rc;
-    for (int64_t i = 0; i < T * n; i++) c->gate[i] = eli_gelu(c->gate[i]) * c->up[i];
+    eli_geglu(c->kern, T * n, c->gate, c->up);
     return eli_matmul_k(c->pool, c->kern, wd, mat, c->gate, T, out, &c->qbuf);
 }
 
@@ -330,7 +330,7 @@ static int moe_experts(eli_context *c, const eli_layer *l, const float *h1, cons
         const int e = sel[k];
         if (l->gate_up_exps.data) {
             if ((rc = eli_matmul_k(c->pool, c->kern, &l->gate_up_exps, e, u, 1, c->gate, &c->qbuf))) return rc;
-            for (int64_t i = 0; i < F; i++) c->gate[i] = eli_gelu(c->gate[i]) * c->gate[F + i];
+            eli_geglu(c->kern, F, c->gate, c->gate + F);
             if ((rc = eli_matmul_k(c->pool, c->kern, &l->down_exps, e, c->gate, 1, y, &c->qbuf))) return rc;
         } else if ((rc = geglu_mlp(c, &l->gate_exps, &l->up_exps, &l->down_exps, e, u, 1, y))) {
             return rc;
@@ -378,8 +378,7 @@ static int ple_block(eli_context *c, int il, int64_t T) {
     const int64_t E = hp->n_embd, P = hp->n_pl, W = P * hp->n_layer;
     int rc;
     if ((rc = eli_matmul_k(c->pool, c->kern, &l->inp_gate, 0, c->x, T, c->gate, &c->qbuf))) return rc;
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t i = 0; i < P; i++) c->gate[t * P + i] = eli_gelu(c->gate[t * P + i]) * c->ple[t * W + il * P + i];
+    for (int64_t t = 0; t < T; t++) eli_geglu(c->kern, P, c->gate + t * P, c->ple + t * W + il * P);
     if ((rc = eli_matmul_k(c->pool, c->kern, &l->proj, 0, c->gate, T, c->tmp, &c->qbuf))) return rc;
     for (int64_t t = 0; t < T; t++) {
         float *o = c->tmp + t * E, *x = c->x + t * E;
