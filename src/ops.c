@@ -142,7 +142,6 @@ typedef struct {
 } matmul_job;
 
 #define MATMUL_TOKEN_TILE 16
-#define NR_SMALL_BYTES ((size_t)4 << 20)
 
 static void matmul_task(void *ctx, int ith, int nth) {
     const matmul_job *j = ctx;
@@ -170,14 +169,8 @@ static void matmul_task(void *ctx, int ith, int nth) {
     /* Multi-row kernels only when the rows are reused by several tokens: streaming one matrix from DRAM
      * for a single token, one long sequential stream (one row at a time) keeps the hardware prefetcher
      * busy, while nr interleaved short row streams defeat it (measured: Q4_0 1536x65536, 1 thread,
-     * 8.6 GB/s single-row vs 3.1 GB/s with 4 rows). In cache the multi-row kernel is faster.
-     * Except small F16 matrices: the F16 one-row kernel keeps only two FMA chains (so that the gemm tiles
-     * fit in registers, see kernels_avx2.c) and is latency-bound on rows in cache, where the 4-row kernel
-     * is twice as fast (measured 2048x2048: 123 vs 260 us); a matrix of at most NR_SMALL_BYTES is cheap to
-     * stream either way (8192x256, 4 MiB: equal) and a large one keeps the single stream (2048x16384,
-     * 64 MiB from DRAM: 2.9 ms one-row vs 4.4 ms 4-row). */
-    const int small = w->type == ELI_TYPE_F16 && (size_t)rows * w->row_bytes <= NR_SMALL_BYTES;
-    const eli_vec_dot_nr_fn dot_nr = j->T > 1 || small ? j->k->vec_dot_nr[w->type] : NULL;
+     * 8.6 GB/s single-row vs 3.1 GB/s with 4 rows). In cache the multi-row kernel is faster. */
+    const eli_vec_dot_nr_fn dot_nr = j->T > 1 ? j->k->vec_dot_nr[w->type] : NULL;
     int NR = dot_nr ? j->k->nr[w->type] : 1;
     if (NR < 1) NR = 1;
     if (NR > ELI_KERNEL_MAX_NR) NR = ELI_KERNEL_MAX_NR;
