@@ -942,12 +942,14 @@ static inline float f16_finish(__m256 a0, __m256 a1, int64_t i, int64_t n, const
 
 /* s[t * bs + r] for a tile of R rows (bx bytes apart) x TT tokens (by bytes apart). R and TT are constants
  * at every call, so the loops unroll and the 2 * R * TT accumulators stay in registers (R * TT <= 6). */
+#define F16_PREFETCH 4096
 static inline __attribute__((always_inline)) void f16_tile(int R, int TT, int64_t n, const uint8_t *x, size_t bx,
                                                            const uint8_t *y, size_t by, float *s, size_t bs) {
     const int64_t n16 = n & ~(int64_t)15;
     __m256 a[6][2];
     for (int p = 0; p < R * TT; p++) a[p][0] = a[p][1] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n16; i += 16) {
+        for (int l = 0; l < R; l += 2) _mm_prefetch((const char *)(x + F16_PREFETCH + 2 * R * i + 32 * l), _MM_HINT_T0);
         for (int j = 0; j < 2; j++) {
             __m256 w[4];
             for (int r = 0; r < R; r++) w[r] = LD8_F16(x + (size_t)r * bx + 2 * (i + 8 * j));
