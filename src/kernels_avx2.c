@@ -925,10 +925,10 @@ DEF_FDOT(vec_dot_bf16, 2, load_bf16x8, ld_bf16)
  * decode and MTP verification agree bit for bit.
  * Two accumulators, not four: the loads (vcvtph2ps from memory) are what bounds these kernels, and with
  * two chains per (row, token) the 16 ymm registers hold tiles of 2 rows x 3 tokens, which load 10
- * vectors per 12 FMAs instead of the one-row kernel's 2 per FMA. Decode (one token) keeps the one-row
- * kernel: on nano it measured as fast as the four-accumulator one (0.90-0.92 vs 0.90-0.96 ms per token,
- * one thread, CPU time), the weights stream from L3 and not from L1; the 4-row kernel for one token was
- * slower there (1.1-2.4 ms: four interleaved row streams per call). */
+ * vectors per 12 FMAs instead of the one-row kernel's 2 per FMA. The price is decode (one token, the
+ * one-row kernel): nano at 0.90-0.93 ms per token against 0.84-0.88 with four accumulators (one thread,
+ * CPU time), for 2.6 vs 3.3 ms per 4-token verify batch and +38% prefill (BENCHMARKS.md); the weights
+ * stream from L3 there, and the 4-row kernel for one token was slower still (1.1-2.4 ms). */
 static inline float f16_finish(__m256 a0, __m256 a1, int64_t i, int64_t n, const uint8_t *px, const uint8_t *py) {
     for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(LD8_F16(px + 2 * i), LD8_F16(py + 2 * i), a0);
     const __m256 a = _mm256_add_ps(a0, a1);
