@@ -42,8 +42,10 @@ static int is_float_type(uint32_t t) { return t == ELI_TYPE_F32 || t == ELI_TYPE
 
 /* The prefill microkernel: every tile shape (rows 1..gemm_nr, tokens 1..ELI_KERNEL_MAX_NT) at every
  * offset of a 2*MAX_NT-token, (2*gemm_nr+1)-row problem returns for each (row, token) the one-row vec_dot
- * bit for bit, and writes nothing outside its tile. */
-static void check_gemm(const eli_kernels *K) {
+ * bit for bit, and writes nothing outside its tile. The float formats (no blocks) run lengths around the
+ * kernels' 8/16/32-element steps, so every tail is exercised, and are also held to the reference's
+ * normalised MSE bound. */
+static void check_gemm(const eli_kernels *K, const eli_kernels *R) {
     for (size_t w = 0; w < sizeof weight_types / sizeof weight_types[0]; w++) {
         const uint32_t t = weight_types[w];
         if (!K->gemm[t]) continue;
@@ -52,9 +54,13 @@ static void check_gemm(const eli_kernels *K) {
         const int RM = K->gemm_nr[t];
         CHECK(RM >= 1 && RM <= ELI_KERNEL_MAX_NR, "%s: %s gemm_nr %d", K->name, eli_type_name(t), RM);
         const int64_t mult[] = {1, 2, 3, 9, 18};
+        const int64_t float_n[] = {1, 7, 8, 15, 16, 17, 31, 32, 33, 47, 100, 256, 263, 1031};
+        const int fl = is_float_type(t);
+        const size_t n_len = fl ? sizeof float_n / sizeof float_n[0] : sizeof mult / sizeof mult[0];
         int bad = 0, bad_canary = 0, n_tiles = 0;
-        for (size_t mi = 0; mi < sizeof mult / sizeof mult[0]; mi++) {
-            const int64_t n = tt->block_size * mult[mi];
+        double err2 = 0, ref2 = 0;
+        for (size_t mi = 0; mi < n_len; mi++) {
+            const int64_t n = fl ? float_n[mi] : tt->block_size * mult[mi];
             if (n > 4608) continue;
             const int rows = 2 * RM + 1, toks = 2 * ELI_KERNEL_MAX_NT;
             const size_t wrs = eli_row_size(t, n), ars = eli_row_size(at, n);
@@ -75,7 +81,14 @@ static void check_gemm(const eli_kernels *K) {
             }
             float *ref = malloc(sizeof(float) * (size_t)(rows * toks)), *got = malloc(sizeof(float) * (size_t)(rows * toks));
             for (int k = 0; k < toks; k++)
-                for (int r = 0; r < rows; r++) ref[k * rows + r] = K->vec_dot[t](n, wq + (size_t)r * wrs, aq + (size_t)k * ars);
+                for (int r = 0; r < rows; r++) {
+                    ref[k * rows + r] = K->vec_dot[t](n, wq + (size_t)r * wrs, aq + (size_t)k * ars);
+                    if (fl) {
+                        const double e = R->vec_dot[t](n, wq + (size_t)r * wrs, aq + (size_t)k * ars);
+                        err2 += (e - ref[k * rows + r]) * (e - ref[k * rows + r]);
+                        ref2 += e * e;
+                    }
+                }
             for (int nr = 1; nr <= RM; nr++) {
                 for (int nt = 1; nt <= ELI_KERNEL_MAX_NT; nt++) {
                     const int r0 = (nr * 7 + nt) % (rows - nr + 1), k0 = (nt * 5 + nr) % (toks - nt + 1);
@@ -102,6 +115,11 @@ static void check_gemm(const eli_kernels *K) {
         }
         printf("  %-5s gemm %4d tiles: %d results differ from vec_dot, %d writes outside the tile\n", eli_type_name(t),
                n_tiles, bad, bad_canary);
+        if (fl) {
+            const double nmse = ref2 > 0 ? err2 / ref2 : err2;
+            printf("  %-5s gemm vs reference: normalised MSE %.3g\n", eli_type_name(t), nmse);
+            CHECK(nmse <= 1e-7, "%s: %s gemm NMSE %.3g", K->name, eli_type_name(t), nmse);
+        }
         CHECK(bad == 0 && bad_canary == 0, "%s: %s gemm differs from vec_dot %d times, %d stray writes", K->name,
               eli_type_name(t), bad, bad_canary);
     }
@@ -191,7 +209,7 @@ static void check_table(const eli_kernels *K, const eli_kernels *R) {
               eli_type_name(t), bad_nr);
     }
 
-    check_gemm(K);
+    check_gemm(K, R);
 
     /* attention helpers */
     {
