@@ -25,6 +25,7 @@
 #include "quants.h"
 
 #define ELI_KERNEL_MAX_NR 8
+#define ELI_KERNEL_MAX_GEMM_NR 32 /* rows per gemm call */
 #define ELI_KERNEL_MAX_NT 16 /* tokens per gemm call */
 
 /* s[i] = dot(row i of x, y) for i < nr; rows are bx bytes apart; y is in the weight's vec_dot_type. */
@@ -41,7 +42,7 @@ typedef struct eli_kernels {
     eli_vec_dot_nr_fn vec_dot_nr[ELI_TYPE_COUNT]; /* NULL = call vec_dot per row */
     int nr[ELI_TYPE_COUNT];                       /* rows per vec_dot_nr call (<= ELI_KERNEL_MAX_NR) */
     eli_gemm_fn gemm[ELI_TYPE_COUNT];             /* NULL = none (vec_dot_nr per token) */
-    int gemm_nr[ELI_TYPE_COUNT];                  /* rows per gemm call (<= ELI_KERNEL_MAX_NR) */
+    int gemm_nr[ELI_TYPE_COUNT];                  /* rows per gemm call (<= ELI_KERNEL_MAX_GEMM_NR) */
     /* per activation type (Q8_0, Q8_1, Q8_K, F16, BF16): f32 row -> that format */
     eli_quantize_fn quantize[ELI_TYPE_COUNT];
     /* attention helpers (n floats) */

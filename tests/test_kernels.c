@@ -52,8 +52,8 @@ static void check_gemm(const eli_kernels *K, const eli_kernels *R) {
         const eli_type_traits *tt = eli_type_info(t);
         const uint32_t at = tt->vec_dot_type;
         const int RM = K->gemm_nr[t];
-        CHECK(RM >= 1 && RM <= ELI_KERNEL_MAX_NR, "%s: %s gemm_nr %d", K->name, eli_type_name(t), RM);
-        const int64_t mult[] = {1, 2, 3, 9, 18};
+        CHECK(RM >= 1 && RM <= ELI_KERNEL_MAX_GEMM_NR, "%s: %s gemm_nr %d", K->name, eli_type_name(t), RM);
+        const int64_t mult[] = {1, 2, 3, 9, 18, 33, 70}; /* 33, 70: past the kernels' block chunks */
         const int64_t float_n[] = {1, 7, 8, 15, 16, 17, 31, 32, 33, 47, 100, 256, 263, 1031};
         const int fl = is_float_type(t);
         const size_t n_len = fl ? sizeof float_n / sizeof float_n[0] : sizeof mult / sizeof mult[0];
