@@ -4,8 +4,11 @@
 #define ELI_KERNELS_X86_H
 
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "kernels.h"
 
 static inline float h2f(const void *p) {
     uint16_t h;
@@ -40,5 +43,98 @@ static inline __m256i bits32(const uint8_t *p) {
     const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)w), sel);
     return _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
 }
+
+/* The prefill microkernel of the 32-element formats (quants.c, lanes8_fma), shared by the AVX2 and the
+ * AVX-512 tables, which differ in how a block pair's 8 int32 lane sums are computed:
+ *   WX_T w = UX(xb)        a weight block prepared once per tile (GNT tokens),
+ *   YP_T p = YPREP(yb)     an activation block prepared once per tile (GRM rows),
+ *   PAIR(w, p)             the pair's 8 int32 lane sums (lane l: elements 4l..4l+3).
+ * Up to ELI_KERNEL_MAX_GEMM_NR rows x ELI_KERNEL_MAX_NT tokens per call, in tiles of GRM x GNT pairs, each
+ * with one 8-lane accumulator doing exactly the one-row kernel's operations. The blocks go in chunks of
+ * X86_GCHUNK: per chunk the tokens' fp16 scales are converted once for all the call's rows, and per group
+ * of GRM rows the scale products d_x * d_y of every (row, token) pair once into dd, so a pair's float work
+ * per block is one convert and one FMA with a broadcast operand. (Converting the scales per pair, or per
+ * call of 8 rows, took up to a quarter of the kernel's time.) Q4_1 / Q5_1 (HAS_MIN) add their min terms
+ * m_x * s_y per pair, in block order, in the same pass. Each tile runs over the chunk with its
+ * accumulators loaded from and stored back to acc. Rows past nr and tokens past nt repeat the last valid
+ * one (memory that exists); their results are dropped. */
+/* dst[r] = x[r] * d for r < n, one vector multiply when n is 4 or 8 (n is a constant at every call) */
+static inline void scale_rows(float *dst, const float *x, float d, int n) {
+    if (n == 8) {
+        _mm256_storeu_ps(dst, _mm256_mul_ps(_mm256_loadu_ps(x), _mm256_set1_ps(d)));
+    } else if (n == 4) {
+        _mm_storeu_ps(dst, _mm_mul_ps(_mm_loadu_ps(x), _mm_set1_ps(d)));
+    } else {
+        for (int r = 0; r < n; r++) dst[r] = x[r] * d;
+    }
+}
+
+#define X86_GCHUNK 32
+
+#define ELI_X86_GEMM32(NAME, XB, YB, WX_T, UX, YP_T, YPREP, PAIR, GRM, GNT, HAS_MIN)                             \
+    _Static_assert(ELI_KERNEL_MAX_GEMM_NR % (GRM) == 0 && ELI_KERNEL_MAX_NT % (GNT) == 0, "tiles must divide"); \
+    static void gemm_##NAME(int64_t n, int nr, int nt, const void *vx, size_t bx, const void *vy, size_t by,    \
+                            float *s, size_t bs) {                                                               \
+        const int64_t nb = n / 32;                                                                               \
+        const int ngr = (nr + (GRM)-1) / (GRM), ntp = (nt + (GNT)-1) / (GNT) * (GNT);                            \
+        const YB *yt[ELI_KERNEL_MAX_NT];                                                                         \
+        for (int t = 0; t < ntp; t++) yt[t] = (const YB *)((const uint8_t *)vy + (size_t)(t < nt ? t : nt - 1) * by); \
+        __m256 acc[ELI_KERNEL_MAX_GEMM_NR / (GRM)][ELI_KERNEL_MAX_NT][GRM];                                      \
+        float summ[ELI_KERNEL_MAX_GEMM_NR / (GRM)][ELI_KERNEL_MAX_NT][GRM];                                      \
+        for (int g = 0; g < ngr; g++)                                                                            \
+            for (int t = 0; t < ntp; t++)                                                                        \
+                for (int r = 0; r < (GRM); r++) acc[g][t][r] = _mm256_setzero_ps(), summ[g][t][r] = 0.0f;        \
+        for (int64_t c0 = 0; c0 < nb; c0 += X86_GCHUNK) {                                                        \
+            const int cn = (int)(nb - c0 < X86_GCHUNK ? nb - c0 : X86_GCHUNK);                                   \
+            float dy[X86_GCHUNK][ELI_KERNEL_MAX_NT], sy[X86_GCHUNK][ELI_KERNEL_MAX_NT];                          \
+            for (int i = 0; i < cn; i++)                                                                         \
+                for (int t = 0; t < ntp; t++) {                                                                  \
+                    dy[i][t] = h2f(yt[t] + c0 + i);                                                              \
+                    if (HAS_MIN) sy[i][t] = h2f((const uint8_t *)(yt[t] + c0 + i) + 2);                          \
+                }                                                                                                \
+            for (int g = 0; g < ngr; g++) {                                                                      \
+                const XB *xr[GRM];                                                                               \
+                for (int r = 0; r < (GRM); r++) {                                                                \
+                    const int row = g * (GRM) + r < nr ? g * (GRM) + r : nr - 1;                                 \
+                    xr[r] = (const XB *)((const uint8_t *)vx + (size_t)row * bx);                                \
+                }                                                                                                \
+                float dd[X86_GCHUNK][ELI_KERNEL_MAX_NT][GRM]; /* a block's products contiguous */               \
+                for (int i = 0; i < cn; i++) {                                                                   \
+                    float dx[GRM], mx[GRM];                                                                      \
+                    for (int r = 0; r < (GRM); r++) {                                                            \
+                        dx[r] = h2f(xr[r] + c0 + i);                                                             \
+                        mx[r] = HAS_MIN ? h2f((const uint8_t *)(xr[r] + c0 + i) + 2) : 0.0f;                     \
+                    }                                                                                            \
+                    for (int t = 0; t < ntp; t++) scale_rows(dd[i][t], dx, dy[i][t], GRM);                       \
+                    if (HAS_MIN)                                                                                 \
+                        for (int t = 0; t < ntp; t++)                                                            \
+                            for (int r = 0; r < (GRM); r++) summ[g][t][r] = fmaf(mx[r], sy[i][t], summ[g][t][r]); \
+                }                                                                                                \
+                for (int t0 = 0; t0 < ntp; t0 += (GNT)) {                                                        \
+                    __m256 a[GNT][GRM];                                                                          \
+                    for (int t = 0; t < (GNT); t++)                                                              \
+                        for (int r = 0; r < (GRM); r++) a[t][r] = acc[g][t0 + t][r];                             \
+                    for (int i = 0; i < cn; i++) {                                                               \
+                        const int64_t ib = c0 + i;                                                               \
+                        WX_T w[GRM];                                                                             \
+                        for (int r = 0; r < (GRM); r++) w[r] = UX(xr[r] + ib);                                   \
+                        for (int t = 0; t < (GNT); t++) {                                                        \
+                            const YP_T p = YPREP(yt[t0 + t] + ib);                                               \
+                            for (int r = 0; r < (GRM); r++)                                                      \
+                                a[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(PAIR(w[r], p)),                     \
+                                                          _mm256_set1_ps(dd[i][t0 + t][r]), a[t][r]);            \
+                        }                                                                                        \
+                    }                                                                                            \
+                    for (int t = 0; t < (GNT); t++)                                                              \
+                        for (int r = 0; r < (GRM); r++) acc[g][t0 + t][r] = a[t][r];                             \
+                }                                                                                                \
+            }                                                                                                    \
+        }                                                                                                        \
+        for (int t = 0; t < nt; t++)                                                                             \
+            for (int r = 0; r < nr; r++) {                                                                       \
+                const float v = hsum_ps(acc[r / (GRM)][t][r % (GRM)]);                                           \
+                s[(size_t)t * bs + r] = HAS_MIN ? v + summ[r / (GRM)][t][r % (GRM)] : v;                         \
+            }                                                                                                    \
+    }
 
 #endif
