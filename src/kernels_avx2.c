@@ -308,50 +308,12 @@ ELI_X86_GEMM32(q4_1, eli_block_q4_1, eli_block_q8_1, gx_t, gx_q4_1, gy_t, gy_pla
 ELI_X86_GEMM32(q5_1, eli_block_q5_1, eli_block_q8_1, gx_t, gx_q5_1, gy_t, gy_plain_q8_1, GP_U, G32_RM, G32_NT, 1)
 
 
-/* HAS_MIN: Q4_1 / Q5_1, whose blocks carry m after d (and the Q8_1 activation s after d): one more FMA
- * chain per row, in block order. GX / GY / GP: the block preparation and pair sums of the prefill
- * microkernels above; the activation block is prepared once for all nr rows. */
-#define DEF_Q32(NAME, XB, YB, GX, GY, GP, HAS_MIN)                                                               \
-    static inline __attribute__((always_inline)) void rows_##NAME(int64_t n, const int nr, const void *vx,       \
-                                                                  size_t bx, const void *vy, float *s) {         \
-        const int64_t nb = n / 32;                                                                               \
-        const YB *y = vy;                                                                                        \
-        __m256 acc[ELI_KERNEL_MAX_NR];                                                                           \
-        float summ[ELI_KERNEL_MAX_NR] = {0};                                                                     \
-        for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();                                               \
-        for (int64_t ib = 0; ib < nb; ib++) {                                                                    \
-            const gy_t gy = GY(y + ib);                                                                          \
-            const float dy = h2f(&y[ib]);                                                                        \
-            for (int r = 0; r < nr; r++) {                                                                       \
-                const XB *x = (const XB *)((const uint8_t *)vx + (size_t)r * bx) + ib;                           \
-                /* decode streams the matrix from DRAM: ask for the block 64 ahead */                            \
-                _mm_prefetch((const char *)(x + 64), _MM_HINT_T0);                                               \
-                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(GP(GX(x), gy)), _mm256_set1_ps(h2f(x) * dy), acc[r]); \
-                if (HAS_MIN) summ[r] = fmaf(h2f((const uint8_t *)x + 2), h2f((const uint8_t *)&y[ib] + 2), summ[r]); \
-            }                                                                                                    \
-        }                                                                                                        \
-        for (int r = 0; r < nr; r++) s[r] = HAS_MIN ? hsum_ps(acc[r]) + summ[r] : hsum_ps(acc[r]);              \
-    }                                                                                                            \
-    /* one specialisation per row count keeps the accumulators in registers */                                  \
-    static void vec_dot_##NAME##_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {   \
-        switch (nr) {                                                                                            \
-        case 1: rows_##NAME(n, 1, vx, bx, vy, s); break;                                                         \
-        case 2: rows_##NAME(n, 2, vx, bx, vy, s); break;                                                         \
-        case 3: rows_##NAME(n, 3, vx, bx, vy, s); break;                                                         \
-        default: rows_##NAME(n, 4, vx, bx, vy, s); break;                                                        \
-        }                                                                                                        \
-    }                                                                                                            \
-    static float vec_dot_##NAME(int64_t n, const void *vx, const void *vy) {                                     \
-        float s;                                                                                                 \
-        rows_##NAME(n, 1, vx, 0, vy, &s);                                                                        \
-        return s;                                                                                                \
-    }
-
-DEF_Q32(q4_0, eli_block_q4_0, eli_block_q8_0, gx_q4_0, gy_off8, GP_OFF, 0)
-DEF_Q32(q8_0, eli_block_q8_0, eli_block_q8_0, gx_q8_0, gy_plain_q8_0, GP_Q8_0, 0)
-DEF_Q32(q5_0, eli_block_q5_0, eli_block_q8_0, gx_q5_0, gy_off16, GP_OFF, 0)
-DEF_Q32(q4_1, eli_block_q4_1, eli_block_q8_1, gx_q4_1, gy_plain_q8_1, GP_U, 1)
-DEF_Q32(q5_1, eli_block_q5_1, eli_block_q8_1, gx_q5_1, gy_plain_q8_1, GP_U, 1)
+/* the decode kernels (kernels_x86.h) */
+ELI_X86_ROWS32(q4_0, eli_block_q4_0, eli_block_q8_0, gx_q4_0, gy_t, gy_off8, GP_OFF, 0)
+ELI_X86_ROWS32(q8_0, eli_block_q8_0, eli_block_q8_0, gx_q8_0, gy_t, gy_plain_q8_0, GP_Q8_0, 0)
+ELI_X86_ROWS32(q5_0, eli_block_q5_0, eli_block_q8_0, gx_q5_0, gy_t, gy_off16, GP_OFF, 0)
+ELI_X86_ROWS32(q4_1, eli_block_q4_1, eli_block_q8_1, gx_q4_1, gy_t, gy_plain_q8_1, GP_U, 1)
+ELI_X86_ROWS32(q5_1, eli_block_q5_1, eli_block_q8_1, gx_q5_1, gy_t, gy_plain_q8_1, GP_U, 1)
 
 
 /* ---------------------------------------------------------------------------------------------------

@@ -38,13 +38,6 @@ static inline __m256i nibbles32_bw(const uint8_t *qs) {
     return _mm256_and_si256(_mm256_srlv_epi16(b, sh), _mm256_set1_epi8(0x0F));
 }
 
-/* the fp16 at p, converted, in all 8 lanes */
-static inline __m256 h2f_bcast(const void *p) {
-    uint16_t h;
-    memcpy(&h, p, sizeof h);
-    return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
-}
-
 /* Per format: UX(xb) = the block's 32 weights as unsigned bytes (element order), OFF = what to subtract */
 static inline __m256i ux_q4_0(const eli_block_q4_0 *x) { return nibbles32_bw(x->qs); }
 static inline __m256i ux_q5_0(const eli_block_q5_0 *x) {
@@ -59,44 +52,8 @@ static inline __m256i neg_offset(__m256i yq, int off) {
     return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8((char)off), yq));
 }
 
-/* decode: nr rows against one activation row; the activation side is prepared once for all rows */
-#define DEF_ROWS(NAME, XB, UX, OFF)                                                                              \
-    static inline __attribute__((always_inline)) void rows_##NAME(int64_t n, const int nr, const void *vx,       \
-                                                                  size_t bx, const void *vy, float *s) {         \
-        const int64_t nb = n / 32;                                                                               \
-        const eli_block_q8_0 *y = vy;                                                                            \
-        __m256 acc[ELI_KERNEL_MAX_NR];                                                                           \
-        for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();                                               \
-        for (int64_t ib = 0; ib < nb; ib++) {                                                                    \
-            const __m256i yq = loadu256(y[ib].qs);                                                               \
-            const __m256i no = neg_offset(yq, OFF);                                                              \
-            const __m256 dy = h2f_bcast(&y[ib]);                                                                 \
-            for (int r = 0; r < nr; r++) {                                                                       \
-                const XB *x = (const XB *)((const uint8_t *)vx + (size_t)r * bx) + ib;                           \
-                /* decode streams the matrix from DRAM: ask for the block 128 ahead */                            \
-                _mm_prefetch((const char *)(x + 128), _MM_HINT_T0);                                               \
-                const __m256i isum = _mm256_dpbusd_epi32(no, UX(x), yq);                                         \
-                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(h2f_bcast(x), dy), acc[r]);           \
-            }                                                                                                    \
-        }                                                                                                        \
-        for (int r = 0; r < nr; r++) s[r] = hsum_ps(acc[r]);                                                     \
-    }                                                                                                            \
-    static void vec_dot_##NAME##_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {   \
-        switch (nr) {                                                                                            \
-        case 1: rows_##NAME(n, 1, vx, bx, vy, s); break;                                                         \
-        case 2: rows_##NAME(n, 2, vx, bx, vy, s); break;                                                         \
-        case 3: rows_##NAME(n, 3, vx, bx, vy, s); break;                                                         \
-        default: rows_##NAME(n, 4, vx, bx, vy, s); break;                                                        \
-        }                                                                                                        \
-    }                                                                                                            \
-    static float vec_dot_##NAME(int64_t n, const void *vx, const void *vy) {                                     \
-        float s;                                                                                                 \
-        rows_##NAME(n, 1, vx, 0, vy, &s);                                                                        \
-        return s;                                                                                                \
-    }
-
-/* prefill (kernels_x86.h): 8 x 2 tiles measured 11% faster than 4 x 4 and 2 x 8, as the activation's
- * offset is then shared by 8 rows */
+/* decode and prefill (kernels_x86.h); the prefill in 8 x 2 tiles, measured 11% faster than 4 x 4 and
+ * 2 x 8, as the activation's offset is then shared by 8 rows */
 typedef struct {
     __m256i q, no;
 } yp512_t;
@@ -109,9 +66,9 @@ static inline yp512_t yprep_off(__m256i yq, int off) {
 #define YP_OFF128(yb) yprep_off(loadu256((yb)->qs), 128)
 #define PAIR_VNNI(w, p) _mm256_dpbusd_epi32((p).no, w, (p).q)
 
-DEF_ROWS(q4_0, eli_block_q4_0, ux_q4_0, 8)
-DEF_ROWS(q5_0, eli_block_q5_0, ux_q5_0, 16)
-DEF_ROWS(q8_0, eli_block_q8_0, ux_q8_0, 128)
+ELI_X86_ROWS32(q4_0, eli_block_q4_0, eli_block_q8_0, ux_q4_0, yp512_t, YP_OFF8, PAIR_VNNI, 0)
+ELI_X86_ROWS32(q5_0, eli_block_q5_0, eli_block_q8_0, ux_q5_0, yp512_t, YP_OFF16, PAIR_VNNI, 0)
+ELI_X86_ROWS32(q8_0, eli_block_q8_0, eli_block_q8_0, ux_q8_0, yp512_t, YP_OFF128, PAIR_VNNI, 0)
 ELI_X86_GEMM32(q4_0, eli_block_q4_0, eli_block_q8_0, __m256i, ux_q4_0, yp512_t, YP_OFF8, PAIR_VNNI, 8, 2, 0)
 ELI_X86_GEMM32(q5_0, eli_block_q5_0, eli_block_q8_0, __m256i, ux_q5_0, yp512_t, YP_OFF16, PAIR_VNNI, 8, 2, 0)
 ELI_X86_GEMM32(q8_0, eli_block_q8_0, eli_block_q8_0, __m256i, ux_q8_0, yp512_t, YP_OFF128, PAIR_VNNI, 8, 2, 0)

@@ -24,6 +24,13 @@ static inline float hsum_ps(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+/* the fp16 at p, converted, in all 8 lanes */
+static inline __m256 h2f_bcast(const void *p) {
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
+}
+
 static inline __m256i loadu256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
 /* 32 nibbles -> 32 bytes: the low nibbles of qs[0..15] in bytes 0..15, the high ones in bytes 16..31 */
@@ -44,8 +51,8 @@ static inline __m256i bits32(const uint8_t *p) {
     return _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
 }
 
-/* The prefill microkernel of the 32-element formats (quants.c, lanes8_fma), shared by the AVX2 and the
- * AVX-512 tables, which differ in how a block pair's 8 int32 lane sums are computed:
+/* The prefill microkernel of the 32-element formats (quants.c, lanes8_fma), shared like ELI_X86_ROWS32 by
+ * the AVX2 and the AVX-512 tables, which differ in how a block pair's 8 int32 lane sums are computed:
  *   WX_T w = UX(xb)        a weight block prepared once per tile (GNT tokens),
  *   YP_T p = YPREP(yb)     an activation block prepared once per tile (GRM rows),
  *   PAIR(w, p)             the pair's 8 int32 lane sums (lane l: elements 4l..4l+3).
@@ -58,6 +65,46 @@ static inline __m256i bits32(const uint8_t *p) {
  * m_x * s_y per pair, in block order, in the same pass. Each tile runs over the chunk with its
  * accumulators loaded from and stored back to acc. Rows past nr and tokens past nt repeat the last valid
  * one (memory that exists); their results are dropped. */
+/* The decode kernel of the 32-element formats (same pieces as ELI_X86_GEMM32 below): nr rows against one
+ * activation row, the activation block prepared once for all rows; one specialisation per row count keeps
+ * the accumulators in registers. HAS_MIN: Q4_1 / Q5_1, whose blocks carry m after d (and the Q8_1
+ * activation s after d): one more FMA chain per row, in block order. */
+#define ELI_X86_ROWS32(NAME, XB, YB, UX, YP_T, YPREP, PAIR, HAS_MIN)                                             \
+    static inline __attribute__((always_inline)) void rows_##NAME(int64_t n, const int nr, const void *vx,       \
+                                                                  size_t bx, const void *vy, float *s) {         \
+        const int64_t nb = n / 32;                                                                               \
+        const YB *y = vy;                                                                                        \
+        __m256 acc[ELI_KERNEL_MAX_NR];                                                                           \
+        float summ[ELI_KERNEL_MAX_NR] = {0};                                                                     \
+        for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();                                               \
+        for (int64_t ib = 0; ib < nb; ib++) {                                                                    \
+            const YP_T p = YPREP(y + ib);                                                                        \
+            const __m256 dy = h2f_bcast(y + ib);                                                                 \
+            for (int r = 0; r < nr; r++) {                                                                       \
+                const XB *x = (const XB *)((const uint8_t *)vx + (size_t)r * bx) + ib;                           \
+                /* decode streams the matrix from DRAM: ask for the block 128 ahead (a little faster than 64  \
+                 * with two threads streaming) */                                                                \
+                _mm_prefetch((const char *)(x + 128), _MM_HINT_T0);                                              \
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(PAIR(UX(x), p)), _mm256_mul_ps(h2f_bcast(x), dy), acc[r]); \
+                if (HAS_MIN) summ[r] = fmaf(h2f((const uint8_t *)x + 2), h2f((const uint8_t *)(y + ib) + 2), summ[r]); \
+            }                                                                                                    \
+        }                                                                                                        \
+        for (int r = 0; r < nr; r++) s[r] = HAS_MIN ? hsum_ps(acc[r]) + summ[r] : hsum_ps(acc[r]);              \
+    }                                                                                                            \
+    static void vec_dot_##NAME##_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {   \
+        switch (nr) {                                                                                            \
+        case 1: rows_##NAME(n, 1, vx, bx, vy, s); break;                                                         \
+        case 2: rows_##NAME(n, 2, vx, bx, vy, s); break;                                                         \
+        case 3: rows_##NAME(n, 3, vx, bx, vy, s); break;                                                         \
+        default: rows_##NAME(n, 4, vx, bx, vy, s); break;                                                        \
+        }                                                                                                        \
+    }                                                                                                            \
+    static float vec_dot_##NAME(int64_t n, const void *vx, const void *vy) {                                     \
+        float s;                                                                                                 \
+        rows_##NAME(n, 1, vx, 0, vy, &s);                                                                        \
+        return s;                                                                                                \
+    }
+
 /* dst[r] = x[r] * d for r < n, one vector multiply when n is 4 or 8 (n is a constant at every call) */
 static inline void scale_rows(float *dst, const float *x, float d, int n) {
     if (n == 8) {
