@@ -53,6 +53,7 @@ static void overlay(eli_kernels *dst, const eli_kernels *base, const eli_kernels
             dst->vec_dot[t] = over->vec_dot[t];
             dst->vec_dot_nr[t] = over->vec_dot_nr[t];
             dst->nr[t] = over->vec_dot_nr[t] ? over->nr[t] : 1;
+            dst->gemv[t] = over->gemv[t];
             dst->gemm[t] = over->gemm[t];
             dst->gemm_nr[t] = over->gemm[t] ? over->gemm_nr[t] : 0;
         }

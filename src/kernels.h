@@ -13,6 +13,9 @@
  *  - vec_dot of F32 / F16 / BF16 may reorder the (double) accumulation: normalised MSE <= 1e-7;
  *  - vec_dot_nr computes nr rows at once and returns, for each row, exactly what vec_dot returns for
  *    it, so the grouping of rows (which depends on the thread split) never changes a result;
+ *  - gemv (decode) computes any number of rows one after the other against one activation row, with
+ *    the activation side prepared once for all of them, and returns for each row exactly what vec_dot
+ *    returns;
  *  - gemm (the prefill microkernel) computes a tile of nr rows x nt tokens, unpacking each weight block
  *    once for all the tile's tokens, and returns for every (row, token) exactly what vec_dot returns,
  *    so neither the tiling nor the thread split changes a result. */
@@ -30,6 +33,8 @@
 
 /* s[i] = dot(row i of x, y) for i < nr; rows are bx bytes apart; y is in the weight's vec_dot_type. */
 typedef void (*eli_vec_dot_nr_fn)(int64_t n, int nr, const void *x, size_t bx, const void *y, float *s);
+/* s[i] = dot(row i of x, y) for i < rows, the rows streamed one after the other (bx bytes apart). */
+typedef void (*eli_gemv_fn)(int64_t n, int64_t rows, const void *x, size_t bx, const void *y, float *s);
 /* s[t * bs + i] = dot(row i of x, token t of y) for i < nr (<= gemm_nr), t < nt (<= ELI_KERNEL_MAX_NT);
  * rows are bx bytes apart, tokens (in the weight's vec_dot_type) by bytes apart. */
 typedef void (*eli_gemm_fn)(int64_t n, int nr, int nt, const void *x, size_t bx, const void *y, size_t by, float *s,
@@ -41,6 +46,7 @@ typedef struct eli_kernels {
     eli_vec_dot_fn vec_dot[ELI_TYPE_COUNT];
     eli_vec_dot_nr_fn vec_dot_nr[ELI_TYPE_COUNT]; /* NULL = call vec_dot per row */
     int nr[ELI_TYPE_COUNT];                       /* rows per vec_dot_nr call (<= ELI_KERNEL_MAX_NR) */
+    eli_gemv_fn gemv[ELI_TYPE_COUNT];             /* NULL = call vec_dot per row */
     eli_gemm_fn gemm[ELI_TYPE_COUNT];             /* NULL = none (vec_dot_nr per token) */
     int gemm_nr[ELI_TYPE_COUNT];                  /* rows per gemm call (<= ELI_KERNEL_MAX_GEMM_NR) */
     /* per activation type (Q8_0, Q8_1, Q8_K, F16, BF16): f32 row -> that format */

@@ -903,6 +903,14 @@ const eli_kernels eli_kernels_avx2_table = {
             [ELI_TYPE_Q5_K] = vec_dot_q5_K_nr,
             [ELI_TYPE_Q6_K] = vec_dot_q6_K_nr,
         },
+    .gemv =
+        {
+            [ELI_TYPE_Q4_0] = gemv_q4_0,
+            [ELI_TYPE_Q4_1] = gemv_q4_1,
+            [ELI_TYPE_Q5_0] = gemv_q5_0,
+            [ELI_TYPE_Q5_1] = gemv_q5_1,
+            [ELI_TYPE_Q8_0] = gemv_q8_0,
+        },
     .nr =
         {
             [ELI_TYPE_F16] = ELI_KERNEL_MAX_NR,

@@ -80,6 +80,7 @@ const eli_kernels eli_kernels_avx512_table = {
     .vec_dot = {[ELI_TYPE_Q4_0] = vec_dot_q4_0, [ELI_TYPE_Q5_0] = vec_dot_q5_0, [ELI_TYPE_Q8_0] = vec_dot_q8_0},
     .vec_dot_nr = {[ELI_TYPE_Q4_0] = vec_dot_q4_0_nr, [ELI_TYPE_Q5_0] = vec_dot_q5_0_nr, [ELI_TYPE_Q8_0] = vec_dot_q8_0_nr},
     .nr = {[ELI_TYPE_Q4_0] = 4, [ELI_TYPE_Q5_0] = 4, [ELI_TYPE_Q8_0] = 4},
+    .gemv = {[ELI_TYPE_Q4_0] = gemv_q4_0, [ELI_TYPE_Q5_0] = gemv_q5_0, [ELI_TYPE_Q8_0] = gemv_q8_0},
     .gemm = {[ELI_TYPE_Q4_0] = gemm_q4_0, [ELI_TYPE_Q5_0] = gemm_q5_0, [ELI_TYPE_Q8_0] = gemm_q8_0},
     .gemm_nr = {[ELI_TYPE_Q4_0] = ELI_KERNEL_MAX_GEMM_NR, [ELI_TYPE_Q5_0] = ELI_KERNEL_MAX_GEMM_NR,
                 [ELI_TYPE_Q8_0] = ELI_KERNEL_MAX_GEMM_NR},

@@ -179,6 +179,11 @@ static void matmul_task(void *ctx, int ith, int nth) {
         }
         return;
     }
+    const eli_gemv_fn gemv = j->T == 1 ? j->k->gemv[w->type] : NULL;
+    if (gemv) {
+        if (r1 > r0) gemv(w->cols, r1 - r0, j->mat_base + (size_t)r0 * w->row_bytes, w->row_bytes, j->xq, j->y + r0);
+        return;
+    }
     const eli_vec_dot_fn dot = j->k->vec_dot[w->type];
     /* Multi-row kernels only when the rows are reused by several tokens: streaming one matrix from DRAM
      * for a single token, one long sequential stream (one row at a time) keeps the hardware prefetcher
