@@ -7,10 +7,11 @@
  *  - Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0: 8 float lanes per row, one FMA per block of the 8 int32 lane
  *    sums that maddubs + madd produce (lane l: elements 4l..4l+3), the lanes added in a fixed tree at
  *    the end (quants.c, lanes8_fma); Q4_1 / Q5_1 keep their min terms in one more FMA chain.
- *  - Q4_K / Q5_K / Q6_K: the reference keeps 8 int32 "lanes" per super-block, lane l summing the
- *    elements whose index is l mod 8, then 8 float lane sums. The SIMD code reproduces those lanes: both
- *    operands are permuted (per 32 bytes) so that byte 4l+k holds element l+8k; maddubs then pairs
- *    elements of the same lane and madd yields the 8 lane sums in order.
+ *  - Q4_K / Q5_K / Q6_K: 8 int32 lanes per super-block, lane l taking elements 4l..4l+3 of every
+ *    32-element chunk times the sub-block scale (quants.c, klanes_chunk): maddubs on the unpacked chunk
+ *    in element order, then madd with the scale vector (Q6_K: one scale per 128-bit half). The min
+ *    lanes (Q4_K / Q5_K) and Q6_K's offset lanes are one madd of the activation's bsums per super-block;
+ *    then one FMA per super-block with d (and one with -dmin), the lanes8_total tree at the end.
  * The prefill microkernels (gemm_*) unpack each weight block once for a tile of rows x tokens and keep
  * these exact per-(row, token) operations.
  * Float contraction is off (as in quants.c): a*b+c must not become an FMA where the reference rounds the
