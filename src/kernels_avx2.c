@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "kernels_x86.h"
+#include "kernels_x86_kq.h"
 
 /* ---------------------------------------------------------------------------------------------------
  * helpers
@@ -394,77 +395,6 @@ DEF_Q32(q5_1, eli_block_q5_1, eli_block_q8_1, gx_q5_1, gy_plain_q8_1, GP_U, 1)
  * (quants.c, klanes_chunk), then one FMA per super-block (and one for the min lanes)
  * ------------------------------------------------------------------------------------------------- */
 
-/* Q4_K / Q5_K: the 12 bytes of 6-bit scales and mins as 16 bytes [sc0..sc7, m0..m7]. Bytes 0..3 hold
- * sc0..3 (low 6 bits; the top 2 are bits 4..5 of sc4..7), bytes 4..7 m0..3 (likewise for m4..7), bytes
- * 8..11 the low nibbles of sc4..7 and the high nibbles of m4..7: two 64-bit words do all 16 at once. */
-static inline __m128i k4_scales(const uint8_t *q) {
-    uint64_t a;
-    uint32_t w;
-    memcpy(&a, q, 8);
-    memcpy(&w, q + 8, 4);
-    const uint64_t b = (uint64_t)w | ((uint64_t)(w >> 4) << 32);
-    const uint64_t lo = a & 0x3f3f3f3f3f3f3f3fULL;                                          /* sc0..3, m0..3 */
-    const uint64_t hi = (b & 0x0f0f0f0f0f0f0f0fULL) | ((a >> 2) & 0x3030303030303030ULL); /* sc4..7, m4..7 */
-    return _mm_shuffle_epi8(_mm_set_epi64x((long long)hi, (long long)lo),
-                            _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15));
-}
-
-/* From the [sc, m] bytes in both 128-bit halves (b): int16 sc[j] in every lane (a madd operand) ... */
-#define K4_SC(b, j) _mm256_shuffle_epi8(b, _mm256_set1_epi16((short)(0x8000 | (j))))
-/* ... and int16 m[l] in the two int16 of lane l: madd with the bsums gives the 8 min lanes */
-static inline __m256i k4_min_lanes(__m256i b, const eli_block_q8_K *y) {
-    const __m256i m = _mm256_shuffle_epi8(
-        b, _mm256_setr_epi16((short)0x8008, (short)0x8008, (short)0x8009, (short)0x8009, (short)0x800a, (short)0x800a,
-                             (short)0x800b, (short)0x800b, (short)0x800c, (short)0x800c, (short)0x800d, (short)0x800d,
-                             (short)0x800e, (short)0x800e, (short)0x800f, (short)0x800f));
-    return _mm256_madd_epi16(loadu256(y->bsums), m);
-}
-
-/* Q6_K: the int16 scales of one 128-element half in both 128-bit halves (b, from 8 int8), then for
- * chunk c of that half: sub-block 2c's scale in the low 128 bits (lanes 0..3), 2c+1's in the high */
-static inline __m256i k6_scales_half(const int8_t *sc) {
-    return _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
-}
-#define K6_SC(b, c)                                                                                        \
-    _mm256_shuffle_epi8(b, _mm256_setr_epi8(4 * (c), 4 * (c) + 1, 4 * (c), 4 * (c) + 1, 4 * (c), 4 * (c) + 1, \
-                                            4 * (c), 4 * (c) + 1, 4 * (c), 4 * (c) + 1, 4 * (c), 4 * (c) + 1, \
-                                            4 * (c), 4 * (c) + 1, 4 * (c), 4 * (c) + 1, 4 * (c) + 2,         \
-                                            4 * (c) + 3, 4 * (c) + 2, 4 * (c) + 3, 4 * (c) + 2, 4 * (c) + 3, \
-                                            4 * (c) + 2, 4 * (c) + 3, 4 * (c) + 2, 4 * (c) + 3, 4 * (c) + 2, \
-                                            4 * (c) + 3, 4 * (c) + 2, 4 * (c) + 3, 4 * (c) + 2, 4 * (c) + 3))
-/* the start of the Q6_K lanes: -32 * (sc[2l] bsums[2l] + sc[2l+1] bsums[2l+1]) */
-static inline __m256i k6_offset_lanes(const eli_block_q6_K *x, const eli_block_q8_K *y) {
-    const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
-    return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(loadu256(y->bsums), sc), 5));
-}
-
-/* Q4_K / Q5_K: [d_x, dmin_x] (fp16, adjacent at the block start) times d_y, each broadcast */
-static inline void k4_d(const void *x, float dy, __m256 *d, __m256 *dmin) {
-    uint32_t w;
-    memcpy(&w, x, 4);
-    const __m128 f = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)w)), _mm_set1_ps(dy));
-    *d = _mm256_broadcastss_ps(f);
-    *dmin = _mm256_broadcastss_ps(_mm_movehdup_ps(f));
-}
-
-/* Q5_K: bit c of qh[b] is bit 4 of element b of chunk c; moved to position 4 */
-static inline __m256i q5k_hbit(__m256i qh, int c) {
-    const __m256i m = _mm256_and_si256(qh, _mm256_set1_epi8((char)(1 << c)));
-    return c < 4 ? _mm256_slli_epi16(m, 4 - c) : c == 4 ? m : _mm256_srli_epi16(m, c - 4);
-}
-
-/* Q6_K: u = low 4 bits | 2 high bits << 4, in [0, 63], for chunk k (0..3) of a 128-element half:
- * l0 / l1 = ql bytes 0..31 / 32..63 of the half, qh = its 32 qh bytes */
-static inline __m256i q6k_u(__m256i l0, __m256i l1, __m256i qh, int k) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-    const __m256i lo = k == 0 ? _mm256_and_si256(l0, m4)
-                     : k == 1 ? _mm256_and_si256(l1, m4)
-                     : k == 2 ? _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4)
-                              : _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4);
-    const __m256i hb = k == 0 ? _mm256_slli_epi16(qh, 4) : k == 1 ? _mm256_slli_epi16(qh, 2) : k == 2 ? qh : _mm256_srli_epi16(qh, 2);
-    return _mm256_or_si256(lo, _mm256_and_si256(hb, m30));
-}
-
 /* Decode: nr rows against one activation row, each row doing the reference's per-super-block steps.
  * The 8 chunk products go into two int32 sums (two dependency chains). */
 static inline __attribute__((always_inline)) void rows_q4_K(int64_t n, const int nr, const void *vx, size_t bx,
@@ -609,11 +539,7 @@ static inline void kx_q45_K(kx_t *k, const uint8_t *const x[GEMM_RM], const int 
         }
         k->sc[r][0] = K4_SC(b, 0), k->sc[r][1] = K4_SC(b, 1), k->sc[r][2] = K4_SC(b, 2), k->sc[r][3] = K4_SC(b, 3);
         k->sc[r][4] = K4_SC(b, 4), k->sc[r][5] = K4_SC(b, 5), k->sc[r][6] = K4_SC(b, 6), k->sc[r][7] = K4_SC(b, 7);
-        k->bw[r] = _mm256_shuffle_epi8(
-            b, _mm256_setr_epi16((short)0x8008, (short)0x8008, (short)0x8009, (short)0x8009, (short)0x800a,
-                                 (short)0x800a, (short)0x800b, (short)0x800b, (short)0x800c, (short)0x800c,
-                                 (short)0x800d, (short)0x800d, (short)0x800e, (short)0x800e, (short)0x800f,
-                                 (short)0x800f));
+        k->bw[r] = K4_MW(b);
         k->d[r] = h2f(x[r]);
         k->dmin[r] = h2f(x[r] + 2);
     }
@@ -633,9 +559,7 @@ static inline void kx_q6_K(kx_t *k, const uint8_t *const x[GEMM_RM]) {
             k->q[r][4 * h + 2] = q6k_u(l0, l1, qh, 2), k->sc[r][4 * h + 2] = K6_SC(b, 2);
             k->q[r][4 * h + 3] = q6k_u(l0, l1, qh, 3), k->sc[r][4 * h + 3] = K6_SC(b, 3);
         }
-        /* -32 * scale, so that madd with the bsums gives the offset lanes directly */
-        k->bw[r] = _mm256_slli_epi16(_mm256_sub_epi16(_mm256_setzero_si256(),
-                                                      _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)xb->scales))), 5);
+        k->bw[r] = k6_offset_weights(xb);
         k->d[r] = h2f(&xb->d);
         k->dmin[r] = 0.0f;
     }
