@@ -1,5 +1,6 @@
 /* AVX-512 kernels (F + BW + VL + VNNI) for the 32-element formats whose weights are an unsigned byte
- * minus a constant: Q4_0 (nibble - 8), Q5_0 (5-bit - 16) and Q8_0 (byte ^ 0x80 = q + 128, minus 128).
+ * minus a constant: Q4_0 (nibble - 8), Q5_0 (5-bit - 16) and Q8_0 (byte ^ 0x80 = q + 128, minus 128),
+ * and for the K-quants Q4_K / Q5_K / Q6_K (below: VPDPWSSD for their scale multiply-accumulate).
  * This file alone is compiled with the AVX-512 flags (CMakeLists.txt); kernels.c lays its table over
  * the AVX2 one (every other format stays AVX2) after CPUID and XGETBV say the CPU and the OS support it.
  *
