@@ -190,8 +190,6 @@ static inline __attribute__((always_inline)) void krows_q45(int64_t n, const int
         const int8_t *yq = y[i].qs;
         for (int r = 0; r < nr; r++) {
             const uint8_t *x0 = (const uint8_t *)vx + (size_t)r * bx + (size_t)i * (q5 ? sizeof(eli_block_q5_K) : sizeof(eli_block_q4_K));
-            const size_t xs = q5 ? sizeof(eli_block_q5_K) : sizeof(eli_block_q4_K);
-            for (size_t pf = 0; pf < xs; pf += 64) _mm_prefetch((const char *)x0 + 8 * xs + pf, _MM_HINT_T0);
             const uint8_t *qs = q5 ? ((const eli_block_q5_K *)x0)->qs : ((const eli_block_q4_K *)x0)->qs;
             const uint8_t *sc = q5 ? ((const eli_block_q5_K *)x0)->scales : ((const eli_block_q4_K *)x0)->scales;
             const __m256i qh = q5 ? loadu256(((const eli_block_q5_K *)x0)->qh) : _mm256_setzero_si256();
@@ -225,7 +223,6 @@ static inline __attribute__((always_inline)) void krows_q6(int64_t n, const int 
         const int8_t *yq = y[i].qs;
         for (int r = 0; r < nr; r++) {
             const eli_block_q6_K *x = (const eli_block_q6_K *)((const uint8_t *)vx + (size_t)r * bx) + i;
-            for (size_t pf = 0; pf < sizeof *x; pf += 64) _mm_prefetch((const char *)(x + 8) + pf, _MM_HINT_T0);
             __m256i s0 = k6_offset_lanes(x, y + i), s1 = _mm256_setzero_si256();
             for (int h = 0; h < 2; h++) {
                 const __m256i l0 = loadu256(x->ql + 64 * h), l1 = loadu256(x->ql + 64 * h + 32);
