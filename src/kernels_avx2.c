@@ -392,7 +392,9 @@ DEF_Q32(q5_1, eli_block_q5_1, eli_block_q8_1, gx_q5_1, gy_plain_q8_1, GP_U, 1)
 
 /* ---------------------------------------------------------------------------------------------------
  * K-quants: 8 int32 lanes per super-block, lane l = elements 4l..4l+3 of every 32-element chunk
- * (quants.c, klanes_chunk), then one FMA per super-block (and one for the min lanes)
+ * (quants.c, klanes_chunk), then one FMA per super-block (and one for the min lanes). The unpacking
+ * helpers (scales, fifth bits, Q6_K quants, bsums lanes) are shared with kernels_avx512.c through
+ * kernels_x86_kq.h.
  * ------------------------------------------------------------------------------------------------- */
 
 /* Decode: nr rows against one activation row, each row doing the reference's per-super-block steps.
