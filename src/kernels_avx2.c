@@ -7,10 +7,11 @@
  *  - Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0: 8 float lanes per row, one FMA per block of the 8 int32 lane
  *    sums that maddubs + madd produce (lane l: elements 4l..4l+3), the lanes added in a fixed tree at
  *    the end (quants.c, lanes8_fma); Q4_1 / Q5_1 keep their min terms in one more FMA chain.
- *  - Q4_K / Q5_K / Q6_K: the reference keeps 8 int32 "lanes" per super-block, lane l summing the
- *    elements whose index is l mod 8, then 8 float lane sums. The SIMD code reproduces those lanes: both
- *    operands are permuted (per 32 bytes) so that byte 4l+k holds element l+8k; maddubs then pairs
- *    elements of the same lane and madd yields the 8 lane sums in order.
+ *  - Q4_K / Q5_K / Q6_K: 8 int32 lanes per super-block, lane l taking elements 4l..4l+3 of every
+ *    32-element chunk times the sub-block scale (quants.c, klanes_chunk): maddubs on the unpacked chunk
+ *    in element order, then madd with the scale vector (Q6_K: one scale per 128-bit half). The min
+ *    lanes (Q4_K / Q5_K) and Q6_K's offset lanes are one madd of the activation's bsums per super-block;
+ *    then one FMA per super-block with d (and one with -dmin), the lanes8_total tree at the end.
  * The prefill microkernels (gemm_*) unpack each weight block once for a tile of rows x tokens and keep
  * these exact per-(row, token) operations.
  * Float contraction is off (as in quants.c): a*b+c must not become an FMA where the reference rounds the
@@ -33,6 +34,7 @@
 #include <string.h>
 
 #include "kernels_x86.h"
+#include "kernels_x86_kq.h"
 
 /* ---------------------------------------------------------------------------------------------------
  * helpers
@@ -40,30 +42,11 @@
 
 static inline eli_fp16 f2h(float f) { return (eli_fp16)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
 
-/* the 8 int32 lane sums of v0..v7, as one vector [sum(v0), ..., sum(v7)] */
-static inline __m256i hsum8_epi32(const __m256i v[8]) {
-    const __m256i a = _mm256_hadd_epi32(v[0], v[1]);
-    const __m256i b = _mm256_hadd_epi32(v[2], v[3]);
-    const __m256i c = _mm256_hadd_epi32(v[4], v[5]);
-    const __m256i d = _mm256_hadd_epi32(v[6], v[7]);
-    const __m256i ab = _mm256_hadd_epi32(a, b);
-    const __m256i cd = _mm256_hadd_epi32(c, d);
-    return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20), _mm256_permute2x128_si256(ab, cd, 0x31));
-}
-
 static inline int hsum_epi32(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
     return _mm_cvtsi128_si32(s);
-}
-
-/* the lane permutation of the K-quant kernels: output byte 4l+k = input byte l+8k (l < 8, k < 4) */
-static inline __m256i lane_perm(__m256i v) {
-    const __m256i d = _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
-    const __m256i s = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12, 1, 5, 9, 13,
-                                       2, 6, 10, 14, 3, 7, 11, 15);
-    return _mm256_shuffle_epi8(d, s);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -317,187 +300,115 @@ ELI_X86_ROWS32(q5_1, eli_block_q5_1, eli_block_q8_1, gx_q5_1, gy_t, gy_plain_q8_
 
 
 /* ---------------------------------------------------------------------------------------------------
- * K-quants: the reference's 8 lanes per super-block
+ * K-quants: 8 int32 lanes per super-block, lane l = elements 4l..4l+3 of every 32-element chunk
+ * (quants.c, klanes_chunk), then one FMA per super-block (and one for the min lanes). The unpacking
+ * helpers (scales, fifth bits, Q6_K quants, bsums lanes) are shared with kernels_avx512.c through
+ * kernels_x86_kq.h.
  * ------------------------------------------------------------------------------------------------- */
 
-static inline void scales_mins_k4(const uint8_t *q, uint8_t sc[8], uint8_t mn[8]) {
-    for (int j = 0; j < 4; j++) {
-        sc[j] = q[j] & 63;
-        mn[j] = q[j + 4] & 63;
-    }
-    for (int j = 4; j < 8; j++) {
-        sc[j] = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-        mn[j] = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-    }
-}
-
-/* the 8 lane-permuted 32-byte chunks of a Q8_K block's quants */
-typedef struct {
-    __m256i q[8];
-} yperm_t;
-
-static inline void yperm_load(yperm_t *p, const eli_block_q8_K *y) {
-    for (int j = 0; j < 8; j++) p->q[j] = lane_perm(loadu256(y->qs + 32 * j));
-}
-
-/* sum over the 16 bsums of bsums[j] * mn[j / 2] */
-static inline int min_term(const eli_block_q8_K *y, const uint8_t mn[8]) {
-    const __m256i bs = loadu256(y->bsums);
-    const __m256i m = _mm256_cvtepu8_epi16(_mm_setr_epi8((char)mn[0], (char)mn[0], (char)mn[1], (char)mn[1],
-                                                         (char)mn[2], (char)mn[2], (char)mn[3], (char)mn[3],
-                                                         (char)mn[4], (char)mn[4], (char)mn[5], (char)mn[5],
-                                                         (char)mn[6], (char)mn[6], (char)mn[7], (char)mn[7]));
-    return hsum_epi32(_mm256_madd_epi16(bs, m));
-}
-
-static inline float lanes_total(float sumf, __m256 acc) {
-    float a[8];
-    _mm256_storeu_ps(a, acc);
-    for (int l = 0; l < 8; l++) sumf += a[l];
-    return sumf;
-}
-
-static void vec_dot_q4_K_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {
+/* Decode: nr rows against one activation row, each row doing the reference's per-super-block steps.
+ * The 8 chunk products go into two int32 sums (two dependency chains). No software prefetch: the rows
+ * stream sequentially and the hardware prefetcher does better alone (measured, one thread, 256 MiB
+ * Q4_K matrix: 19-21 GB/s without against 16-17 with prefetcht0 8 super-blocks ahead). */
+static inline __attribute__((always_inline)) void rows_q4_K(int64_t n, const int nr, const void *vx, size_t bx,
+                                                            const void *vy, float *s, const int q5) {
     const int64_t nb = n / ELI_QK_K;
     const eli_block_q8_K *y = vy;
-    float sumf[ELI_KERNEL_MAX_NR] = {0};
     __m256 acc[ELI_KERNEL_MAX_NR];
     for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int64_t i = 0; i < nb; i++) {
-        yperm_t yp;
-        yperm_load(&yp, y + i);
+        const int8_t *yq = y[i].qs;
         for (int r = 0; r < nr; r++) {
-            const eli_block_q4_K *x = (const eli_block_q4_K *)((const uint8_t *)vx + (size_t)r * bx) + i;
-            for (size_t pf = 0; pf < sizeof *x; pf += 64) _mm_prefetch((const char *)(x + 8) + pf, _MM_HINT_T0);
-            uint8_t sc[8], mn[8];
-            scales_mins_k4(x->scales, sc, mn);
-            const int sumi = min_term(y + i, mn);
-            __m256i aux = _mm256_setzero_si256();
-            for (int j = 0; j < 4; j++) {
-                const __m256i q = lane_perm(loadu256(x->qs + 32 * j));
-                const __m256i lo = _mm256_and_si256(q, m4);
-                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-                const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, yp.q[2 * j]), _mm256_set1_epi16(sc[2 * j]));
-                const __m256i p1 =
-                    _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yp.q[2 * j + 1]), _mm256_set1_epi16(sc[2 * j + 1]));
-                aux = _mm256_add_epi32(aux, _mm256_add_epi32(p0, p1));
+            const uint8_t *xb = (const uint8_t *)vx + (size_t)r * bx;
+            const uint8_t *qs, *sc;
+            __m256i qh = _mm256_setzero_si256();
+            if (q5) {
+                const eli_block_q5_K *x = (const eli_block_q5_K *)xb + i;
+                qs = x->qs, sc = x->scales, qh = loadu256(x->qh);
+            } else {
+                const eli_block_q4_K *x = (const eli_block_q4_K *)xb + i;
+                qs = x->qs, sc = x->scales;
             }
-            const float d = h2f(&x->d) * y[i].d;
-            acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(aux)));
-            const float dmin = h2f(&x->dmin) * y[i].d;
-            sumf[r] -= dmin * (float)sumi;
+            const uint8_t *x0 = q5 ? xb + i * sizeof(eli_block_q5_K) : xb + i * sizeof(eli_block_q4_K);
+            const __m256i b = _mm256_broadcastsi128_si256(k4_scales(sc));
+            const __m256i mins = k4_min_lanes(b, y + i);
+            __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+            for (int j = 0; j < 4; j++) {
+                const __m256i q = loadu256(qs + 32 * j);
+                __m256i lo = _mm256_and_si256(q, m4);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                if (q5) lo = _mm256_or_si256(lo, q5k_hbit(qh, 2 * j)), hi = _mm256_or_si256(hi, q5k_hbit(qh, 2 * j + 1));
+                s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, loadu256(yq + 64 * j)), K4_SC(b, 2 * j)));
+                s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, loadu256(yq + 64 * j + 32)),
+                                                            K4_SC(b, 2 * j + 1)));
+            }
+            __m256 d, dmin;
+            k4_d(x0, y[i].d, &d, &dmin);
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), d, acc[r]);
+            acc[r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), dmin, acc[r]);
         }
     }
-    for (int r = 0; r < nr; r++) s[r] = lanes_total(sumf[r], acc[r]);
+    for (int r = 0; r < nr; r++) s[r] = hsum_ps(acc[r]);
 }
 
-/* Q5_K: bit (2g) of qh[l] -> bit 4 of element 64g + l, bit (2g+1) -> of element 64g + 32 + l. In the
- * permuted domain qh is permuted like qs; the bit is masked and shifted to position 4. */
-#define Q5K_UP(qh, b, sh) _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8((char)(1 << (b)))), sh)
-#define Q5K_DN(qh, b, sh) _mm256_srli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8((char)(1 << (b)))), sh)
-
-static void vec_dot_q5_K_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {
-    const int64_t nb = n / ELI_QK_K;
-    const eli_block_q8_K *y = vy;
-    float sumf[ELI_KERNEL_MAX_NR] = {0};
-    __m256 acc[ELI_KERNEL_MAX_NR];
-    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int64_t i = 0; i < nb; i++) {
-        yperm_t yp;
-        yperm_load(&yp, y + i);
-        for (int r = 0; r < nr; r++) {
-            const eli_block_q5_K *x = (const eli_block_q5_K *)((const uint8_t *)vx + (size_t)r * bx) + i;
-            for (size_t pf = 0; pf < sizeof *x; pf += 64) _mm_prefetch((const char *)(x + 8) + pf, _MM_HINT_T0);
-            uint8_t sc[8], mn[8];
-            scales_mins_k4(x->scales, sc, mn);
-            const int sumi = min_term(y + i, mn);
-            const __m256i qh = lane_perm(loadu256(x->qh));
-            __m256i h[8];
-            h[0] = Q5K_UP(qh, 0, 4), h[1] = Q5K_UP(qh, 1, 3), h[2] = Q5K_UP(qh, 2, 2), h[3] = Q5K_UP(qh, 3, 1);
-            h[4] = _mm256_and_si256(qh, _mm256_set1_epi8(0x10)), h[5] = Q5K_DN(qh, 5, 1);
-            h[6] = Q5K_DN(qh, 6, 2), h[7] = Q5K_DN(qh, 7, 3);
-            __m256i aux = _mm256_setzero_si256();
-            for (int j = 0; j < 4; j++) {
-                const __m256i q = lane_perm(loadu256(x->qs + 32 * j));
-                const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), h[2 * j]);
-                const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h[2 * j + 1]);
-                const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, yp.q[2 * j]), _mm256_set1_epi16(sc[2 * j]));
-                const __m256i p1 =
-                    _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yp.q[2 * j + 1]), _mm256_set1_epi16(sc[2 * j + 1]));
-                aux = _mm256_add_epi32(aux, _mm256_add_epi32(p0, p1));
-            }
-            const float d = h2f(&x->d) * y[i].d;
-            acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(aux)));
-            const float dmin = h2f(&x->dmin) * y[i].d;
-            sumf[r] -= dmin * (float)sumi;
-        }
-    }
-    for (int r = 0; r < nr; r++) s[r] = lanes_total(sumf[r], acc[r]);
-}
-
-/* Q6_K: values are u - 32 with u in [0, 63]; maddubs(u, y) - maddubs(32, y) per pair is the exact
- * signed pair sum. The 16-element sub-blocks alternate in the int16 pairs (element l+8k: k < 2 is the
- * first sub-block of the 32-chunk), so madd takes the scale pair (sc0, sc1). */
-static void vec_dot_q6_K_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {
+static inline __attribute__((always_inline)) void rows_q6_K(int64_t n, const int nr, const void *vx, size_t bx,
+                                                            const void *vy, float *s) {
     const int64_t nb = n / ELI_QK_K;
     const eli_block_q8_K *y = vy;
     __m256 acc[ELI_KERNEL_MAX_NR];
     for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m256i m2 = _mm256_set1_epi8(0x03);
     for (int64_t i = 0; i < nb; i++) {
-        yperm_t yp;
-        yperm_load(&yp, y + i);
-        __m256i off[8];
-        for (int c = 0; c < 8; c++) off[c] = _mm256_maddubs_epi16(_mm256_set1_epi8(32), yp.q[c]);
+        const int8_t *yq = y[i].qs;
         for (int r = 0; r < nr; r++) {
             const eli_block_q6_K *x = (const eli_block_q6_K *)((const uint8_t *)vx + (size_t)r * bx) + i;
-            for (size_t pf = 0; pf < sizeof *x; pf += 64) _mm_prefetch((const char *)(x + 8) + pf, _MM_HINT_T0);
-            __m256i aux = _mm256_setzero_si256();
+            __m256i s0 = k6_offset_lanes(x, y + i), s1 = _mm256_setzero_si256();
             for (int h = 0; h < 2; h++) {
-                const __m256i l0 = lane_perm(loadu256(x->ql + 64 * h));
-                const __m256i l1 = lane_perm(loadu256(x->ql + 64 * h + 32));
-                const __m256i qh = lane_perm(loadu256(x->qh + 32 * h));
-                __m256i u[4];
-                u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
-                u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
-                u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
-                u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
-                for (int k = 0; k < 4; k++) {
-                    const int c = 4 * h + k; /* 32-chunk of the super-block: sub-blocks 2c, 2c+1 */
-                    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(u[k], yp.q[c]), off[c]);
-                    const uint32_t sc2 = (uint32_t)(uint16_t)(int16_t)x->scales[2 * c] |
-                                          ((uint32_t)(uint16_t)(int16_t)x->scales[2 * c + 1] << 16);
-                    aux = _mm256_add_epi32(aux, _mm256_madd_epi16(p, _mm256_set1_epi32((int)sc2)));
-                }
+                const __m256i l0 = loadu256(x->ql + 64 * h), l1 = loadu256(x->ql + 64 * h + 32);
+                const __m256i qh = loadu256(x->qh + 32 * h);
+                const __m256i b = k6_scales_half(x->scales + 8 * h);
+                const int8_t *yh = yq + 128 * h;
+                s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(q6k_u(l0, l1, qh, 0), loadu256(yh)), K6_SC(b, 0)));
+                s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(q6k_u(l0, l1, qh, 1), loadu256(yh + 32)), K6_SC(b, 1)));
+                s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(q6k_u(l0, l1, qh, 2), loadu256(yh + 64)), K6_SC(b, 2)));
+                s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(q6k_u(l0, l1, qh, 3), loadu256(yh + 96)), K6_SC(b, 3)));
             }
-            const float d = h2f(&x->d) * y[i].d;
-            acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(aux)));
+            const __m256 d = _mm256_set1_ps(h2f(&x->d) * y[i].d);
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), d, acc[r]);
         }
     }
-    for (int r = 0; r < nr; r++) s[r] = lanes_total(0.0f, acc[r]);
+    for (int r = 0; r < nr; r++) s[r] = hsum_ps(acc[r]);
 }
 
-static float vec_dot_q4_K(int64_t n, const void *vx, const void *vy) {
-    float s;
-    vec_dot_q4_K_nr(n, 1, vx, 0, vy, &s);
-    return s;
+static inline __attribute__((always_inline)) void rows_q4_Kx(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {
+    rows_q4_K(n, nr, vx, bx, vy, s, 0);
 }
-static float vec_dot_q5_K(int64_t n, const void *vx, const void *vy) {
-    float s;
-    vec_dot_q5_K_nr(n, 1, vx, 0, vy, &s);
-    return s;
+static inline __attribute__((always_inline)) void rows_q5_Kx(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {
+    rows_q4_K(n, nr, vx, bx, vy, s, 1);
 }
-static float vec_dot_q6_K(int64_t n, const void *vx, const void *vy) {
-    float s;
-    vec_dot_q6_K_nr(n, 1, vx, 0, vy, &s);
-    return s;
+static inline __attribute__((always_inline)) void rows_q6_Kx(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {
+    rows_q6_K(n, nr, vx, bx, vy, s);
 }
+
+/* one specialisation per row count keeps the accumulators in registers */
+#define DEF_KROWS(NAME)                                                                                          \
+    static void vec_dot_##NAME##_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {   \
+        switch (nr) {                                                                                            \
+        case 1: rows_##NAME##x(n, 1, vx, bx, vy, s); break;                                                      \
+        case 2: rows_##NAME##x(n, 2, vx, bx, vy, s); break;                                                      \
+        case 3: rows_##NAME##x(n, 3, vx, bx, vy, s); break;                                                      \
+        default: rows_##NAME##x(n, 4, vx, bx, vy, s); break;                                                     \
+        }                                                                                                        \
+    }                                                                                                            \
+    static float vec_dot_##NAME(int64_t n, const void *vx, const void *vy) {                                     \
+        float s;                                                                                                 \
+        rows_##NAME##x(n, 1, vx, 0, vy, &s);                                                                     \
+        return s;                                                                                                \
+    }
+
+DEF_KROWS(q4_K)
+DEF_KROWS(q5_K)
+DEF_KROWS(q6_K)
 
 /* ---------------------------------------------------------------------------------------------------
  * K-quant prefill microkernels (gemm): GEMM_RM weight rows x up to ELI_KERNEL_MAX_NT tokens per call
@@ -511,108 +422,69 @@ static float vec_dot_q6_K(int64_t n, const void *vx, const void *vy) {
 #define GEMM_RM 4
 #define GEMM_NP (ELI_KERNEL_MAX_NT / 2) /* token pairs per call */
 
-static inline int ld_u16(const void *p) {
-    uint16_t h;
-    memcpy(&h, p, sizeof h);
-    return h;
-}
-
-/* [f(p0), f(p1), f(p2), f(p3)] twice: the fp16 at p0..p3 (one per row) for both tokens of a pair */
-static inline __m256 h_rows(const void *p0, const void *p1, const void *p2, const void *p3) {
-    __m128i v = _mm_cvtsi32_si128(ld_u16(p0));
-    v = _mm_insert_epi16(v, ld_u16(p1), 1);
-    v = _mm_insert_epi16(v, ld_u16(p2), 2);
-    v = _mm_insert_epi16(v, ld_u16(p3), 3);
-    const __m128 f = _mm_cvtph_ps(v);
-    return _mm256_insertf128_ps(_mm256_castps128_ps256(f), f, 1);
-}
-
-static inline __m256 f_toks(float a, float b) { return _mm256_insertf128_ps(_mm256_set1_ps(a), _mm_set1_ps(b), 1); }
-
-/* K-quants: per super-block the GEMM_RM weight rows are unpacked (lane-permuted, as in the one-row
- * kernels) into 8 chunks of 32 bytes each with its scale, then every token pair is multiplied with them.
- * Per (row, token) this keeps the one-row kernel's 8 float lanes (acc) and its scalar sumf, the latter as
- * one lane of a pair vector. */
+/* Per super-block the GEMM_RM weight rows are unpacked into 8 chunks of 32 unsigned bytes, each with its
+ * madd scale vector, plus the per-row operand of the bsums lanes (Q4_K / Q5_K: the mins, pairs-duplicated;
+ * Q6_K: the 16 scales, for the offset lanes) and d / dmin; then every token pair is multiplied with them. */
 typedef struct {
-    __m256i q[GEMM_RM][8];  /* unsigned quants, lane-permuted */
-    __m256i sc[GEMM_RM][8]; /* the chunk's scale (int16 pairs: for Q6_K the two 16-element sub-blocks) */
-    __m256i mn[GEMM_RM];    /* Q4_K / Q5_K: the 16 bsum weights (mins) */
-    __m256 d, dmin;         /* the rows' d and dmin, as h_rows */
+    __m256i q[GEMM_RM][8];  /* unsigned quants, element order */
+    __m256i sc[GEMM_RM][8]; /* the chunk's scales (int16; Q6_K: the two 16-element sub-blocks by halves) */
+    __m256i bw[GEMM_RM];    /* int16 weights of the 16 bsums */
+    float d[GEMM_RM], dmin[GEMM_RM];
 } kx_t;
 
-static inline void kx_q4_K(kx_t *k, const eli_block_q4_K *const x[GEMM_RM]) {
+static inline void kx_q45_K(kx_t *k, const uint8_t *const x[GEMM_RM], const int q5) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int r = 0; r < GEMM_RM; r++) {
-        uint8_t sc[8], mn[8];
-        scales_mins_k4(x[r]->scales, sc, mn);
+        const uint8_t *sc = q5 ? ((const eli_block_q5_K *)x[r])->scales : ((const eli_block_q4_K *)x[r])->scales;
+        const uint8_t *qs = q5 ? ((const eli_block_q5_K *)x[r])->qs : ((const eli_block_q4_K *)x[r])->qs;
+        const __m256i qh = q5 ? loadu256(((const eli_block_q5_K *)x[r])->qh) : _mm256_setzero_si256();
+        const __m256i b = _mm256_broadcastsi128_si256(k4_scales(sc));
         for (int j = 0; j < 4; j++) {
-            const __m256i q = lane_perm(loadu256(x[r]->qs + 32 * j));
-            k->q[r][2 * j] = _mm256_and_si256(q, m4);
-            k->q[r][2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            const __m256i q = loadu256(qs + 32 * j);
+            __m256i lo = _mm256_and_si256(q, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if (q5) lo = _mm256_or_si256(lo, q5k_hbit(qh, 2 * j)), hi = _mm256_or_si256(hi, q5k_hbit(qh, 2 * j + 1));
+            k->q[r][2 * j] = lo;
+            k->q[r][2 * j + 1] = hi;
         }
-        for (int j = 0; j < 8; j++) k->sc[r][j] = _mm256_set1_epi16(sc[j]);
-        k->mn[r] = _mm256_cvtepu8_epi16(_mm_setr_epi8((char)mn[0], (char)mn[0], (char)mn[1], (char)mn[1], (char)mn[2],
-                                                      (char)mn[2], (char)mn[3], (char)mn[3], (char)mn[4], (char)mn[4],
-                                                      (char)mn[5], (char)mn[5], (char)mn[6], (char)mn[6], (char)mn[7],
-                                                      (char)mn[7]));
+        k->sc[r][0] = K4_SC(b, 0), k->sc[r][1] = K4_SC(b, 1), k->sc[r][2] = K4_SC(b, 2), k->sc[r][3] = K4_SC(b, 3);
+        k->sc[r][4] = K4_SC(b, 4), k->sc[r][5] = K4_SC(b, 5), k->sc[r][6] = K4_SC(b, 6), k->sc[r][7] = K4_SC(b, 7);
+        k->bw[r] = K4_MW(b);
+        k->d[r] = h2f(x[r]);
+        k->dmin[r] = h2f(x[r] + 2);
     }
-    k->d = h_rows(&x[0]->d, &x[1]->d, &x[2]->d, &x[3]->d);
-    k->dmin = h_rows(&x[0]->dmin, &x[1]->dmin, &x[2]->dmin, &x[3]->dmin);
 }
+static inline void kx_q4_K(kx_t *k, const uint8_t *const x[GEMM_RM]) { kx_q45_K(k, x, 0); }
+static inline void kx_q5_K(kx_t *k, const uint8_t *const x[GEMM_RM]) { kx_q45_K(k, x, 1); }
 
-static inline void kx_q5_K(kx_t *k, const eli_block_q5_K *const x[GEMM_RM]) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
+static inline void kx_q6_K(kx_t *k, const uint8_t *const x[GEMM_RM]) {
     for (int r = 0; r < GEMM_RM; r++) {
-        uint8_t sc[8], mn[8];
-        scales_mins_k4(x[r]->scales, sc, mn);
-        const __m256i qh = lane_perm(loadu256(x[r]->qh));
-        __m256i h[8];
-        h[0] = Q5K_UP(qh, 0, 4), h[1] = Q5K_UP(qh, 1, 3), h[2] = Q5K_UP(qh, 2, 2), h[3] = Q5K_UP(qh, 3, 1);
-        h[4] = _mm256_and_si256(qh, _mm256_set1_epi8(0x10)), h[5] = Q5K_DN(qh, 5, 1);
-        h[6] = Q5K_DN(qh, 6, 2), h[7] = Q5K_DN(qh, 7, 3);
-        for (int j = 0; j < 4; j++) {
-            const __m256i q = lane_perm(loadu256(x[r]->qs + 32 * j));
-            k->q[r][2 * j] = _mm256_or_si256(_mm256_and_si256(q, m4), h[2 * j]);
-            k->q[r][2 * j + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h[2 * j + 1]);
-        }
-        for (int j = 0; j < 8; j++) k->sc[r][j] = _mm256_set1_epi16(sc[j]);
-        k->mn[r] = _mm256_cvtepu8_epi16(_mm_setr_epi8((char)mn[0], (char)mn[0], (char)mn[1], (char)mn[1], (char)mn[2],
-                                                      (char)mn[2], (char)mn[3], (char)mn[3], (char)mn[4], (char)mn[4],
-                                                      (char)mn[5], (char)mn[5], (char)mn[6], (char)mn[6], (char)mn[7],
-                                                      (char)mn[7]));
-    }
-    k->d = h_rows(&x[0]->d, &x[1]->d, &x[2]->d, &x[3]->d);
-    k->dmin = h_rows(&x[0]->dmin, &x[1]->dmin, &x[2]->dmin, &x[3]->dmin);
-}
-
-static inline void kx_q6_K(kx_t *k, const eli_block_q6_K *const x[GEMM_RM]) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
-    for (int r = 0; r < GEMM_RM; r++) {
+        const eli_block_q6_K *xb = (const eli_block_q6_K *)x[r];
         for (int h = 0; h < 2; h++) {
-            const __m256i l0 = lane_perm(loadu256(x[r]->ql + 64 * h));
-            const __m256i l1 = lane_perm(loadu256(x[r]->ql + 64 * h + 32));
-            const __m256i qh = lane_perm(loadu256(x[r]->qh + 32 * h));
-            __m256i *u = &k->q[r][4 * h];
-            u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
-            u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
-            u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
-            u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+            const __m256i l0 = loadu256(xb->ql + 64 * h), l1 = loadu256(xb->ql + 64 * h + 32);
+            const __m256i qh = loadu256(xb->qh + 32 * h);
+            const __m256i b = k6_scales_half(xb->scales + 8 * h);
+            k->q[r][4 * h + 0] = q6k_u(l0, l1, qh, 0), k->sc[r][4 * h + 0] = K6_SC(b, 0);
+            k->q[r][4 * h + 1] = q6k_u(l0, l1, qh, 1), k->sc[r][4 * h + 1] = K6_SC(b, 1);
+            k->q[r][4 * h + 2] = q6k_u(l0, l1, qh, 2), k->sc[r][4 * h + 2] = K6_SC(b, 2);
+            k->q[r][4 * h + 3] = q6k_u(l0, l1, qh, 3), k->sc[r][4 * h + 3] = K6_SC(b, 3);
         }
-        for (int c = 0; c < 8; c++) {
-            const uint32_t sc2 = (uint32_t)(uint16_t)(int16_t)x[r]->scales[2 * c] |
-                                 ((uint32_t)(uint16_t)(int16_t)x[r]->scales[2 * c + 1] << 16);
-            k->sc[r][c] = _mm256_set1_epi32((int)sc2);
-        }
+        k->bw[r] = k6_offset_weights(xb);
+        k->d[r] = h2f(&xb->d);
+        k->dmin[r] = 0.0f;
     }
-    k->d = h_rows(&x[0]->d, &x[1]->d, &x[2]->d, &x[3]->d);
-    k->dmin = _mm256_setzero_ps();
 }
 
-/* KMIN: Q4_K / Q5_K (mins against the bsums); KOFF: Q6_K (u - 32: maddubs(u, y) - maddubs(32, y)) */
-#define DEF_GEMMK(NAME, XB, KX, KMIN, KOFF)                                                                      \
+/* acc + v (int32), in inline assembly: with the intrinsic GCC re-associates the tile's 8 chains of 8 chunk
+ * products into trees, storing every product to the stack first (measured Q4_K: 63 against 71 GMAC/s) */
+static inline __m256i kacc(__m256i acc, __m256i v) {
+    __asm__("vpaddd %1, %0, %0" : "+x"(acc) : "x"(v));
+    return acc;
+}
+
+/* KMIN: Q4_K / Q5_K (min lanes, dmin after d at the block start); otherwise Q6_K (offset lanes: the bsums
+ * product starts the int32 sums) */
+#define DEF_GEMMK(NAME, XB, KX, KMIN)                                                                            \
     static void gemm_##NAME(int64_t n, int nr, int nt, const void *vx, size_t bx, const void *vy, size_t by,    \
                             float *s, size_t bs) {                                                               \
         const int64_t nb = n / ELI_QK_K;                                                                         \
@@ -623,66 +495,50 @@ static inline void kx_q6_K(kx_t *k, const eli_block_q6_K *const x[GEMM_RM]) {
         for (int t = 0; t < 2 * np; t++)                                                                         \
             yt[t] = (const eli_block_q8_K *)((const uint8_t *)vy + (size_t)(t < nt ? t : nt - 1) * by);          \
         __m256 acc[2 * GEMM_NP][GEMM_RM]; /* the one-row kernel's acc, per token and row */                     \
-        __m256 sumf[GEMM_NP];             /* its sumf, per pair lane */                                         \
-        for (int p = 0; p < np; p++) {                                                                           \
-            sumf[p] = _mm256_setzero_ps();                                                                       \
-            for (int r = 0; r < GEMM_RM; r++) acc[2 * p][r] = acc[2 * p + 1][r] = _mm256_setzero_ps();           \
-        }                                                                                                        \
+        for (int t = 0; t < 2 * np; t++)                                                                         \
+            for (int r = 0; r < GEMM_RM; r++) acc[t][r] = _mm256_setzero_ps();                                   \
         kx_t k;                                                                                                  \
         for (int64_t i = 0; i < nb; i++) {                                                                       \
-            const XB *xi[GEMM_RM];                                                                               \
-            for (int r = 0; r < GEMM_RM; r++) xi[r] = xr[r] + i;                                                 \
+            const uint8_t *xi[GEMM_RM];                                                                          \
+            for (int r = 0; r < GEMM_RM; r++) xi[r] = (const uint8_t *)(xr[r] + i);                              \
             KX(&k, xi);                                                                                          \
             for (int p = 0; p < np; p++) {                                                                       \
                 const eli_block_q8_K *ya = yt[2 * p] + i, *yb = yt[2 * p + 1] + i;                               \
+                /* Q6_K: the offset lanes start the sums; the min lanes are made after the chunks */             \
                 __m256i aa[GEMM_RM], ab[GEMM_RM];                                                                \
-                for (int r = 0; r < GEMM_RM; r++) aa[r] = ab[r] = _mm256_setzero_si256();                        \
-                for (int j = 0; j < 8; j++) {                                                                    \
-                    const __m256i qa = lane_perm(loadu256(ya->qs + 32 * j));                                     \
-                    const __m256i qb = lane_perm(loadu256(yb->qs + 32 * j));                                     \
-                    __m256i oa = _mm256_setzero_si256(), ob = oa;                                                \
-                    if (KOFF) {                                                                                  \
-                        oa = _mm256_maddubs_epi16(_mm256_set1_epi8(32), qa);                                     \
-                        ob = _mm256_maddubs_epi16(_mm256_set1_epi8(32), qb);                                     \
-                    }                                                                                            \
-                    for (int r = 0; r < GEMM_RM; r++) {                                                          \
-                        __m256i pa = _mm256_maddubs_epi16(k.q[r][j], qa);                                        \
-                        __m256i pb = _mm256_maddubs_epi16(k.q[r][j], qb);                                        \
-                        if (KOFF) pa = _mm256_sub_epi16(pa, oa), pb = _mm256_sub_epi16(pb, ob);                  \
-                        aa[r] = _mm256_add_epi32(aa[r], _mm256_madd_epi16(pa, k.sc[r][j]));                      \
-                        ab[r] = _mm256_add_epi32(ab[r], _mm256_madd_epi16(pb, k.sc[r][j]));                      \
-                    }                                                                                            \
-                }                                                                                                \
-                const __m256 dy = f_toks(ya->d, yb->d);                                                          \
-                float dd[8];                                                                                     \
-                _mm256_storeu_ps(dd, _mm256_mul_ps(k.d, dy));                                                    \
                 for (int r = 0; r < GEMM_RM; r++) {                                                              \
-                    acc[2 * p][r] = _mm256_add_ps(acc[2 * p][r], _mm256_mul_ps(_mm256_set1_ps(dd[r]), _mm256_cvtepi32_ps(aa[r]))); \
-                    acc[2 * p + 1][r] =                                                                          \
-                        _mm256_add_ps(acc[2 * p + 1][r], _mm256_mul_ps(_mm256_set1_ps(dd[4 + r]), _mm256_cvtepi32_ps(ab[r]))); \
+                    aa[r] = KMIN ? _mm256_setzero_si256() : _mm256_madd_epi16(loadu256(ya->bsums), k.bw[r]);     \
+                    ab[r] = KMIN ? _mm256_setzero_si256() : _mm256_madd_epi16(loadu256(yb->bsums), k.bw[r]);     \
                 }                                                                                                \
-                if (KMIN) {                                                                                      \
-                    const __m256i ba = loadu256(ya->bsums), bb = loadu256(yb->bsums);                            \
-                    __m256i v[8];                                                                                \
+                for (int j = 0; j < 8; j++) {                                                                    \
+                    const __m256i qa = loadu256(ya->qs + 32 * j), qb = loadu256(yb->qs + 32 * j);                \
                     for (int r = 0; r < GEMM_RM; r++) {                                                          \
-                        v[r] = _mm256_madd_epi16(ba, k.mn[r]);                                                   \
-                        v[4 + r] = _mm256_madd_epi16(bb, k.mn[r]);                                               \
+                        aa[r] = kacc(aa[r], _mm256_madd_epi16(_mm256_maddubs_epi16(k.q[r][j], qa), k.sc[r][j]));  \
+                        ab[r] = kacc(ab[r], _mm256_madd_epi16(_mm256_maddubs_epi16(k.q[r][j], qb), k.sc[r][j]));  \
                     }                                                                                            \
-                    const __m256 sumi = _mm256_cvtepi32_ps(hsum8_epi32(v));                                      \
-                    sumf[p] = _mm256_sub_ps(sumf[p], _mm256_mul_ps(_mm256_mul_ps(k.dmin, dy), sumi));            \
+                }                                                                                                \
+                for (int r = 0; r < GEMM_RM; r++) {                                                              \
+                    const float da = k.d[r] * ya->d, db = k.d[r] * yb->d;                                        \
+                    acc[2 * p][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(aa[r]), _mm256_set1_ps(da), acc[2 * p][r]); \
+                    acc[2 * p + 1][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ab[r]), _mm256_set1_ps(db), acc[2 * p + 1][r]); \
+                    if (KMIN) {                                                                                  \
+                        const float ma_ = k.dmin[r] * ya->d, mb_ = k.dmin[r] * yb->d;                            \
+                        const __m256i ma = _mm256_madd_epi16(loadu256(ya->bsums), k.bw[r]);                      \
+                        const __m256i mb = _mm256_madd_epi16(loadu256(yb->bsums), k.bw[r]);                      \
+                        acc[2 * p][r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ma), _mm256_set1_ps(ma_), acc[2 * p][r]); \
+                        acc[2 * p + 1][r] =                                                                      \
+                            _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mb), _mm256_set1_ps(mb_), acc[2 * p + 1][r]);    \
+                    }                                                                                            \
                 }                                                                                                \
             }                                                                                                    \
         }                                                                                                        \
-        for (int t = 0; t < nt; t++) {                                                                           \
-            float sf[8];                                                                                         \
-            _mm256_storeu_ps(sf, sumf[t / 2]);                                                                   \
-            for (int r = 0; r < nr; r++) s[(size_t)t * bs + r] = lanes_total(sf[4 * (t % 2) + r], acc[t][r]);    \
-        }                                                                                                        \
+        for (int t = 0; t < nt; t++)                                                                             \
+            for (int r = 0; r < nr; r++) s[(size_t)t * bs + r] = hsum_ps(acc[t][r]);                             \
     }
 
-DEF_GEMMK(q4_K, eli_block_q4_K, kx_q4_K, 1, 0)
-DEF_GEMMK(q5_K, eli_block_q5_K, kx_q5_K, 1, 0)
-DEF_GEMMK(q6_K, eli_block_q6_K, kx_q6_K, 0, 1)
+DEF_GEMMK(q4_K, eli_block_q4_K, kx_q4_K, 1)
+DEF_GEMMK(q5_K, eli_block_q5_K, kx_q5_K, 1)
+DEF_GEMMK(q6_K, eli_block_q6_K, kx_q6_K, 0)
 
 /* ---------------------------------------------------------------------------------------------------
  * float formats: products rounded to float, accumulated in double (order differs from the reference)

@@ -1,5 +1,6 @@
 /* AVX-512 kernels (F + BW + VL + VNNI) for the 32-element formats whose weights are an unsigned byte
- * minus a constant: Q4_0 (nibble - 8), Q5_0 (5-bit - 16) and Q8_0 (byte ^ 0x80 = q + 128, minus 128).
+ * minus a constant: Q4_0 (nibble - 8), Q5_0 (5-bit - 16) and Q8_0 (byte ^ 0x80 = q + 128, minus 128),
+ * and for the K-quants Q4_K / Q5_K / Q6_K (below: VPDPWSSD for their scale multiply-accumulate).
  * This file alone is compiled with the AVX-512 flags (CMakeLists.txt); kernels.c lays its table over
  * the AVX2 one (every other format stays AVX2) after CPUID and XGETBV say the CPU and the OS support it.
  *
@@ -29,6 +30,7 @@
 #include <string.h>
 
 #include "kernels_x86.h"
+#include "kernels_x86_kq.h"
 
 /* nibbles32 in one instruction fewer: the 16 bytes broadcast to both halves, the upper half shifted by 4
  * with AVX512BW's per-word variable shift */
@@ -73,17 +75,244 @@ ELI_X86_GEMM32(q4_0, eli_block_q4_0, eli_block_q8_0, __m256i, ux_q4_0, yp512_t, 
 ELI_X86_GEMM32(q5_0, eli_block_q5_0, eli_block_q8_0, __m256i, ux_q5_0, yp512_t, YP_OFF16, PAIR_VNNI, 8, 2, 0)
 ELI_X86_GEMM32(q8_0, eli_block_q8_0, eli_block_q8_0, __m256i, ux_q8_0, yp512_t, YP_OFF128, PAIR_VNNI, 8, 2, 0)
 
+/* ---------------------------------------------------------------------------------------------------
+ * K-quants (Q4_K, Q5_K, Q6_K against Q8_K): the reference's lanes (quants.c, klanes_chunk) as in
+ * kernels_avx2.c, with VPDPWSSD doing the scale madd and the int32 accumulation in one instruction
+ * (AVX2: vpmaddwd + vpaddd), and in the prefill microkernel a 4 x 4 tile of int32 sums in registers.
+ * ------------------------------------------------------------------------------------------------- */
+
+#define KACC(acc, p, sc) _mm256_dpwssd_epi32(acc, p, sc)
+/* the same in inline assembly, for the prefill tile: GCC's register allocation of the intrinsic moves the
+ * 16 sums between ymm16-31 and ymm0-15 around every instruction (measured Q4_K: 76 against 81 GMAC/s) */
+static inline __m256i kacc_asm(__m256i acc, __m256i p, __m256i sc) {
+    __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(p), "vm"(sc));
+    return acc;
+}
+
+static inline __attribute__((always_inline)) void krows_q45(int64_t n, const int nr, const void *vx, size_t bx,
+                                                            const void *vy, float *s, const int q5) {
+    const int64_t nb = n / ELI_QK_K;
+    const eli_block_q8_K *y = vy;
+    __m256 acc[ELI_KERNEL_MAX_NR];
+    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int64_t i = 0; i < nb; i++) {
+        const int8_t *yq = y[i].qs;
+        for (int r = 0; r < nr; r++) {
+            const uint8_t *x0 = (const uint8_t *)vx + (size_t)r * bx + (size_t)i * (q5 ? sizeof(eli_block_q5_K) : sizeof(eli_block_q4_K));
+            const uint8_t *qs = q5 ? ((const eli_block_q5_K *)x0)->qs : ((const eli_block_q4_K *)x0)->qs;
+            const uint8_t *sc = q5 ? ((const eli_block_q5_K *)x0)->scales : ((const eli_block_q4_K *)x0)->scales;
+            const __m256i qh = q5 ? loadu256(((const eli_block_q5_K *)x0)->qh) : _mm256_setzero_si256();
+            const __m256i b = _mm256_broadcastsi128_si256(k4_scales(sc));
+            const __m256i mins = k4_min_lanes(b, y + i);
+            __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+            for (int j = 0; j < 4; j++) {
+                const __m256i q = loadu256(qs + 32 * j);
+                __m256i lo = _mm256_and_si256(q, m4);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                if (q5) lo = _mm256_or_si256(lo, q5k_hbit(qh, 2 * j)), hi = _mm256_or_si256(hi, q5k_hbit(qh, 2 * j + 1));
+                s0 = KACC(s0, _mm256_maddubs_epi16(lo, loadu256(yq + 64 * j)), K4_SC(b, 2 * j));
+                s1 = KACC(s1, _mm256_maddubs_epi16(hi, loadu256(yq + 64 * j + 32)), K4_SC(b, 2 * j + 1));
+            }
+            __m256 d, dmin;
+            k4_d(x0, y[i].d, &d, &dmin);
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), d, acc[r]);
+            acc[r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), dmin, acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) s[r] = hsum_ps(acc[r]);
+}
+
+static inline __attribute__((always_inline)) void krows_q6(int64_t n, const int nr, const void *vx, size_t bx,
+                                                           const void *vy, float *s) {
+    const int64_t nb = n / ELI_QK_K;
+    const eli_block_q8_K *y = vy;
+    __m256 acc[ELI_KERNEL_MAX_NR];
+    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const int8_t *yq = y[i].qs;
+        for (int r = 0; r < nr; r++) {
+            const eli_block_q6_K *x = (const eli_block_q6_K *)((const uint8_t *)vx + (size_t)r * bx) + i;
+            __m256i s0 = k6_offset_lanes(x, y + i), s1 = _mm256_setzero_si256();
+            for (int h = 0; h < 2; h++) {
+                const __m256i l0 = loadu256(x->ql + 64 * h), l1 = loadu256(x->ql + 64 * h + 32);
+                const __m256i qh = loadu256(x->qh + 32 * h);
+                const __m256i b = k6_scales_half(x->scales + 8 * h);
+                const int8_t *yh = yq + 128 * h;
+                s0 = KACC(s0, _mm256_maddubs_epi16(q6k_u(l0, l1, qh, 0), loadu256(yh)), K6_SC(b, 0));
+                s1 = KACC(s1, _mm256_maddubs_epi16(q6k_u(l0, l1, qh, 1), loadu256(yh + 32)), K6_SC(b, 1));
+                s0 = KACC(s0, _mm256_maddubs_epi16(q6k_u(l0, l1, qh, 2), loadu256(yh + 64)), K6_SC(b, 2));
+                s1 = KACC(s1, _mm256_maddubs_epi16(q6k_u(l0, l1, qh, 3), loadu256(yh + 96)), K6_SC(b, 3));
+            }
+            const __m256 d = _mm256_set1_ps(h2f(&x->d) * y[i].d);
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), d, acc[r]);
+        }
+    }
+    for (int r = 0; r < nr; r++) s[r] = hsum_ps(acc[r]);
+}
+
+static inline __attribute__((always_inline)) void krows_q4_K(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {
+    krows_q45(n, nr, vx, bx, vy, s, 0);
+}
+static inline __attribute__((always_inline)) void krows_q5_K(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {
+    krows_q45(n, nr, vx, bx, vy, s, 1);
+}
+static inline __attribute__((always_inline)) void krows_q6_K(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {
+    krows_q6(n, nr, vx, bx, vy, s);
+}
+
+#define DEF_KROWS(NAME)                                                                                          \
+    static void vec_dot_##NAME##_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {   \
+        switch (nr) {                                                                                            \
+        case 1: krows_##NAME(n, 1, vx, bx, vy, s); break;                                                        \
+        case 2: krows_##NAME(n, 2, vx, bx, vy, s); break;                                                        \
+        case 3: krows_##NAME(n, 3, vx, bx, vy, s); break;                                                        \
+        default: krows_##NAME(n, 4, vx, bx, vy, s); break;                                                       \
+        }                                                                                                        \
+    }                                                                                                            \
+    static float vec_dot_##NAME(int64_t n, const void *vx, const void *vy) {                                     \
+        float s;                                                                                                 \
+        krows_##NAME(n, 1, vx, 0, vy, &s);                                                                       \
+        return s;                                                                                                \
+    }
+
+DEF_KROWS(q4_K)
+DEF_KROWS(q5_K)
+DEF_KROWS(q6_K)
+
+/* Prefill: KRM rows x up to ELI_KERNEL_MAX_NT tokens per call. Per super-block the rows are unpacked once
+ * (kx_t: 8 chunks of unsigned quants with their scale vectors, the bsums weights, d and dmin), then every
+ * group of KNT tokens runs the 8 chunks with the KRM x KNT int32 sums in registers, followed by each
+ * pair's float steps. Rows past nr and tokens past nt repeat the last valid one; their results are
+ * dropped. */
+#define KRM 4
+#define KNT 4
+
+typedef struct {
+    __m256i q[KRM][8], sc[KRM][8], bw[KRM];
+    float d[KRM], dmin[KRM];
+} kx_t;
+
+static inline void kx_q45(kx_t *k, const uint8_t *const x[KRM], const int q5) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int r = 0; r < KRM; r++) {
+        const uint8_t *sc = q5 ? ((const eli_block_q5_K *)x[r])->scales : ((const eli_block_q4_K *)x[r])->scales;
+        const uint8_t *qs = q5 ? ((const eli_block_q5_K *)x[r])->qs : ((const eli_block_q4_K *)x[r])->qs;
+        const __m256i qh = q5 ? loadu256(((const eli_block_q5_K *)x[r])->qh) : _mm256_setzero_si256();
+        const __m256i b = _mm256_broadcastsi128_si256(k4_scales(sc));
+        for (int j = 0; j < 4; j++) {
+            const __m256i q = loadu256(qs + 32 * j);
+            __m256i lo = _mm256_and_si256(q, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if (q5) lo = _mm256_or_si256(lo, q5k_hbit(qh, 2 * j)), hi = _mm256_or_si256(hi, q5k_hbit(qh, 2 * j + 1));
+            k->q[r][2 * j] = lo;
+            k->q[r][2 * j + 1] = hi;
+        }
+        k->sc[r][0] = K4_SC(b, 0), k->sc[r][1] = K4_SC(b, 1), k->sc[r][2] = K4_SC(b, 2), k->sc[r][3] = K4_SC(b, 3);
+        k->sc[r][4] = K4_SC(b, 4), k->sc[r][5] = K4_SC(b, 5), k->sc[r][6] = K4_SC(b, 6), k->sc[r][7] = K4_SC(b, 7);
+        k->bw[r] = K4_MW(b);
+        k->d[r] = h2f(x[r]);
+        k->dmin[r] = h2f(x[r] + 2);
+    }
+}
+static inline void kx_q4_K(kx_t *k, const uint8_t *const x[KRM]) { kx_q45(k, x, 0); }
+static inline void kx_q5_K(kx_t *k, const uint8_t *const x[KRM]) { kx_q45(k, x, 1); }
+static inline void kx_q6_K(kx_t *k, const uint8_t *const x[KRM]) {
+    for (int r = 0; r < KRM; r++) {
+        const eli_block_q6_K *xb = (const eli_block_q6_K *)x[r];
+        for (int h = 0; h < 2; h++) {
+            const __m256i l0 = loadu256(xb->ql + 64 * h), l1 = loadu256(xb->ql + 64 * h + 32);
+            const __m256i qh = loadu256(xb->qh + 32 * h);
+            const __m256i b = k6_scales_half(xb->scales + 8 * h);
+            k->q[r][4 * h + 0] = q6k_u(l0, l1, qh, 0), k->sc[r][4 * h + 0] = K6_SC(b, 0);
+            k->q[r][4 * h + 1] = q6k_u(l0, l1, qh, 1), k->sc[r][4 * h + 1] = K6_SC(b, 1);
+            k->q[r][4 * h + 2] = q6k_u(l0, l1, qh, 2), k->sc[r][4 * h + 2] = K6_SC(b, 2);
+            k->q[r][4 * h + 3] = q6k_u(l0, l1, qh, 3), k->sc[r][4 * h + 3] = K6_SC(b, 3);
+        }
+        k->bw[r] = k6_offset_weights(xb);
+        k->d[r] = h2f(&xb->d);
+        k->dmin[r] = 0.0f;
+    }
+}
+
+#define DEF_KGEMM(NAME, XB, KX, KMIN)                                                                            \
+    static void gemm_##NAME(int64_t n, int nr, int nt, const void *vx, size_t bx, const void *vy, size_t by,    \
+                            float *s, size_t bs) {                                                               \
+        const int64_t nb = n / ELI_QK_K;                                                                         \
+        const int ntp = (nt + KNT - 1) / KNT * KNT;                                                              \
+        const XB *xr[KRM];                                                                                       \
+        const eli_block_q8_K *yt[ELI_KERNEL_MAX_NT];                                                             \
+        for (int r = 0; r < KRM; r++) xr[r] = (const XB *)((const uint8_t *)vx + (size_t)(r < nr ? r : nr - 1) * bx); \
+        for (int t = 0; t < ntp; t++)                                                                            \
+            yt[t] = (const eli_block_q8_K *)((const uint8_t *)vy + (size_t)(t < nt ? t : nt - 1) * by);          \
+        __m256 acc[ELI_KERNEL_MAX_NT][KRM];                                                                      \
+        for (int t = 0; t < ntp; t++)                                                                            \
+            for (int r = 0; r < KRM; r++) acc[t][r] = _mm256_setzero_ps();                                       \
+        kx_t k;                                                                                                  \
+        for (int64_t i = 0; i < nb; i++) {                                                                       \
+            const uint8_t *xi[KRM];                                                                              \
+            for (int r = 0; r < KRM; r++) xi[r] = (const uint8_t *)(xr[r] + i);                                  \
+            KX(&k, xi);                                                                                          \
+            /* the scale products of every (token, row) pair, computed before they are needed */                \
+            float dd[ELI_KERNEL_MAX_NT][KRM], dm[ELI_KERNEL_MAX_NT][KRM];                                        \
+            const __m128 dx = _mm_loadu_ps(k.d), mx = _mm_loadu_ps(k.dmin);                                      \
+            for (int t = 0; t < ntp; t++) {                                                                      \
+                const __m128 dy = _mm_set1_ps(yt[t][i].d);                                                       \
+                _mm_storeu_ps(dd[t], _mm_mul_ps(dx, dy));                                                        \
+                if (KMIN) _mm_storeu_ps(dm[t], _mm_mul_ps(mx, dy));                                              \
+            }                                                                                                    \
+            for (int t0 = 0; t0 < ntp; t0 += KNT) {                                                              \
+                const eli_block_q8_K *yb[KNT];                                                                   \
+                for (int t = 0; t < KNT; t++) yb[t] = yt[t0 + t] + i;                                            \
+                /* Q6_K: the offset lanes start the sums; the min lanes are made after the chunks */             \
+                __m256i a[KNT][KRM];                                                                             \
+                for (int t = 0; t < KNT; t++)                                                                    \
+                    for (int r = 0; r < KRM; r++)                                                                \
+                        a[t][r] = KMIN ? _mm256_setzero_si256() : _mm256_madd_epi16(loadu256(yb[t]->bsums), k.bw[r]); \
+                for (int j = 0; j < 8; j++)                                                                     \
+                    for (int t = 0; t < KNT; t++) {                                                              \
+                        const __m256i yq = loadu256(yb[t]->qs + 32 * j);                                         \
+                        for (int r = 0; r < KRM; r++)                                                            \
+                            a[t][r] = kacc_asm(a[t][r], _mm256_maddubs_epi16(k.q[r][j], yq), k.sc[r][j]);            \
+                    }                                                                                            \
+                for (int t = 0; t < KNT; t++)                                                                    \
+                    for (int r = 0; r < KRM; r++) {                                                              \
+                        acc[t0 + t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a[t][r]), _mm256_set1_ps(dd[t0 + t][r]), \
+                                                         acc[t0 + t][r]);                                        \
+                        if (KMIN)                                                                                \
+                            acc[t0 + t][r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(loadu256(yb[t]->bsums), k.bw[r])), \
+                                                              _mm256_set1_ps(dm[t0 + t][r]),                     \
+                                                              acc[t0 + t][r]);                                   \
+                    }                                                                                            \
+            }                                                                                                    \
+        }                                                                                                        \
+        for (int t = 0; t < nt; t++)                                                                             \
+            for (int r = 0; r < nr; r++) s[(size_t)t * bs + r] = hsum_ps(acc[t][r]);                             \
+    }
+
+_Static_assert(ELI_KERNEL_MAX_NT % KNT == 0, "token groups must divide the call");
+
+DEF_KGEMM(q4_K, eli_block_q4_K, kx_q4_K, 1)
+DEF_KGEMM(q5_K, eli_block_q5_K, kx_q5_K, 1)
+DEF_KGEMM(q6_K, eli_block_q6_K, kx_q6_K, 0)
+
 /* the table (data only: nothing here runs before kernels.c has checked CPUID); empty entries keep the
  * AVX2 kernels */
 const eli_kernels eli_kernels_avx512_table = {
     .name = "avx512",
-    .vec_dot = {[ELI_TYPE_Q4_0] = vec_dot_q4_0, [ELI_TYPE_Q5_0] = vec_dot_q5_0, [ELI_TYPE_Q8_0] = vec_dot_q8_0},
-    .vec_dot_nr = {[ELI_TYPE_Q4_0] = vec_dot_q4_0_nr, [ELI_TYPE_Q5_0] = vec_dot_q5_0_nr, [ELI_TYPE_Q8_0] = vec_dot_q8_0_nr},
-    .nr = {[ELI_TYPE_Q4_0] = 4, [ELI_TYPE_Q5_0] = 4, [ELI_TYPE_Q8_0] = 4},
+    .vec_dot = {[ELI_TYPE_Q4_0] = vec_dot_q4_0, [ELI_TYPE_Q5_0] = vec_dot_q5_0, [ELI_TYPE_Q8_0] = vec_dot_q8_0,
+                [ELI_TYPE_Q4_K] = vec_dot_q4_K, [ELI_TYPE_Q5_K] = vec_dot_q5_K, [ELI_TYPE_Q6_K] = vec_dot_q6_K},
+    .vec_dot_nr = {[ELI_TYPE_Q4_0] = vec_dot_q4_0_nr, [ELI_TYPE_Q5_0] = vec_dot_q5_0_nr, [ELI_TYPE_Q8_0] = vec_dot_q8_0_nr,
+                   [ELI_TYPE_Q4_K] = vec_dot_q4_K_nr, [ELI_TYPE_Q5_K] = vec_dot_q5_K_nr, [ELI_TYPE_Q6_K] = vec_dot_q6_K_nr},
+    .nr = {[ELI_TYPE_Q4_0] = 4, [ELI_TYPE_Q5_0] = 4, [ELI_TYPE_Q8_0] = 4, [ELI_TYPE_Q4_K] = 4, [ELI_TYPE_Q5_K] = 4,
+           [ELI_TYPE_Q6_K] = 4},
     .gemv = {[ELI_TYPE_Q4_0] = gemv_q4_0, [ELI_TYPE_Q5_0] = gemv_q5_0, [ELI_TYPE_Q8_0] = gemv_q8_0},
-    .gemm = {[ELI_TYPE_Q4_0] = gemm_q4_0, [ELI_TYPE_Q5_0] = gemm_q5_0, [ELI_TYPE_Q8_0] = gemm_q8_0},
+    .gemm = {[ELI_TYPE_Q4_0] = gemm_q4_0, [ELI_TYPE_Q5_0] = gemm_q5_0, [ELI_TYPE_Q8_0] = gemm_q8_0,
+             [ELI_TYPE_Q4_K] = gemm_q4_K, [ELI_TYPE_Q5_K] = gemm_q5_K, [ELI_TYPE_Q6_K] = gemm_q6_K},
+    /* the K-quants unpack KRM rows per super-block */
     .gemm_nr = {[ELI_TYPE_Q4_0] = ELI_KERNEL_MAX_GEMM_NR, [ELI_TYPE_Q5_0] = ELI_KERNEL_MAX_GEMM_NR,
-                [ELI_TYPE_Q8_0] = ELI_KERNEL_MAX_GEMM_NR},
+                [ELI_TYPE_Q8_0] = ELI_KERNEL_MAX_GEMM_NR, [ELI_TYPE_Q4_K] = KRM, [ELI_TYPE_Q5_K] = KRM,
+                [ELI_TYPE_Q6_K] = KRM},
 };
 
 #else

@@ -14,18 +14,18 @@
  *    16-byte halves of a block yields lanes 0-3 and 4-7 directly; plain NEON gets the same sums from
  *    vmull_s8 and pairwise adds. The 8 lanes live in two float32x4 (vfmaq with the broadcast d), so no
  *    kernel has a serial chain across blocks beyond the per-lane FMA;
- *  - Q4_K / Q5_K / Q6_K: the reference's 8 int32 lanes per super-block (lane l sums the elements whose
- *    index is l mod 8). Plain NEON: vmull_s8 on 8-byte halves already puts element 8k+l in int16 lane l;
- *    the int16 lane sums of one sub-block (at most 4 products each, |sum| <= 4*31*128, no overflow) are
- *    scaled into two int32x4 (lanes 0-3, 4-7). dotprod: both operands are permuted per 32 bytes so that
- *    the 4 bytes SDOT adds up are elements l, l+8, l+16, l+24 (one lane). Q6_K's 16-element sub-blocks
- *    give only 2 elements per lane, so it uses the vmull path in both tables.
+ *  - Q4_K / Q5_K / Q6_K: 8 int32 lanes per super-block (quants.c, klanes_chunk), lane l taking
+ *    elements 4l..4l+3 of every 32-element chunk times the sub-block scale (Q6_K: lanes 0-3 and 4-7 have
+ *    the chunk's two 16-element sub-blocks). SDOT on the chunk's two 16-byte halves gives the lane sums
+ *    directly; plain NEON gets them from vmull_s8 and three pairwise adds. The min lanes (Q4_K / Q5_K)
+ *    and Q6_K's offset lanes come from the activation's bsums; then one vfmaq per super-block with d
+ *    (and one vfmsq with dmin), the lanes8_total tree at the end.
  * The prefill microkernels (gemm_*, the 32-element formats) unpack each weight block once for a tile of
  * rows x tokens and keep these exact per-(row, token) operations.
  * fp16 <-> fp32 go through FCVTL / FCVTN (round to nearest even, subnormals kept: the Linux default
  * FPCR), which agree with eli_fp16_to_fp32 / eli_fp32_to_fp16 on every non-NaN value.
  * Float contraction is off (as in quants.c): a*b+c must not become an FMA in the exact paths; the fused
- * steps (the 32-element formats' lanes, the attention helpers) are written as explicit FMAs. */
+ * steps (the integer formats' lanes, the attention helpers) are written as explicit FMAs. */
 #if defined(__FAST_MATH__)
 #error "kernels_neon.c must not be built with -ffast-math"
 #endif
@@ -491,84 +491,72 @@ DEF_GEMM32(q4_1_dp, DOTPROD, eli_block_q4_1, eli_block_q8_1, unpack_q4_1, L4_SDO
 DEF_GEMM32(q5_1_dp, DOTPROD, eli_block_q5_1, eli_block_q8_1, unpack_q5_1, L4_SDOT, 1)
 
 /* ---------------------------------------------------------------------------------------------------
- * K-quants: the reference's 8 lanes per super-block
+ * K-quants: 8 int32 lanes per super-block, lane l = elements 4l..4l+3 of every 32-element chunk
+ * (quants.c, klanes_chunk), then one FMA per super-block (and one for the min lanes)
  * ------------------------------------------------------------------------------------------------- */
 
 #define Q8K_QS offsetof(eli_block_q8_K, qs)
 #define Q8K_BSUMS offsetof(eli_block_q8_K, bsums)
 
-static inline void scales_mins_k4(const uint8_t *q, uint8_t sc[8], uint8_t mn[8]) {
-    for (int j = 0; j < 4; j++) {
-        sc[j] = q[j] & 63;
-        mn[j] = q[j + 4] & 63;
-    }
-    for (int j = 4; j < 8; j++) {
-        sc[j] = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-        mn[j] = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-    }
+/* Q4_K / Q5_K: the 12 bytes of 6-bit scales and mins. Bytes 0..3 hold sc0..3 (low 6 bits; the top 2
+ * are bits 4..5 of sc4..7), bytes 4..7 m0..3 (likewise for m4..7), bytes 8..11 the low nibbles of
+ * sc4..7 and the high nibbles of m4..7: two 64-bit words do all 16 at once. */
+static inline void k4_scales(const uint8_t *q, uint8_t sc[8], uint8x8_t *mn) {
+    uint64_t a;
+    uint32_t w;
+    memcpy(&a, q, 8);
+    memcpy(&w, q + 8, 4);
+    const uint64_t b = (uint64_t)w | ((uint64_t)(w >> 4) << 32);
+    const uint64_t lo = a & 0x3f3f3f3f3f3f3f3fULL;                                          /* sc0..3, m0..3 */
+    const uint64_t hi = (b & 0x0f0f0f0f0f0f0f0fULL) | ((a >> 2) & 0x3030303030303030ULL); /* sc4..7, m4..7 */
+    const uint64_t s = (lo & 0xffffffffULL) | (hi << 32);
+    memcpy(sc, &s, 8);
+    *mn = vcreate_u8((lo >> 32) | (hi & 0xffffffff00000000ULL));
 }
 
-/* sum over the 16 bsums (at p, little-endian int16) of bsums[j] * mn[j / 2] */
-static inline int min_term(const uint8_t *p, const uint8_t mn[8]) {
-    const int16x8_t b0 = vreinterpretq_s16_u8(vld1q_u8(p)), b1 = vreinterpretq_s16_u8(vld1q_u8(p + 16));
-    const uint8x8_t m = vld1_u8(mn);
-    const int16x8_t m0 = vreinterpretq_s16_u16(vmovl_u8(vzip1_u8(m, m)));
-    const int16x8_t m1 = vreinterpretq_s16_u16(vmovl_u8(vzip2_u8(m, m)));
-    int32x4_t a = vmull_s16(vget_low_s16(b0), vget_low_s16(m0));
-    a = vmlal_high_s16(a, b0, m0);
-    a = vmlal_s16(a, vget_low_s16(b1), vget_low_s16(m1));
-    a = vmlal_high_s16(a, b1, m1);
-    return vaddvq_s32(a);
+/* the 8 min lanes: lane l = m_l * (bsums[2l] + bsums[2l+1]) (pair sums |.| <= 2 * 16 * 128, int16) */
+static inline void k4_min_lanes(const uint8_t *bsums, uint8x8_t mn, int32x4_t *m0, int32x4_t *m1) {
+    const int16x8_t b = vpaddq_s16(vreinterpretq_s16_u8(vld1q_u8(bsums)), vreinterpretq_s16_u8(vld1q_u8(bsums + 16)));
+    const int16x8_t m = vreinterpretq_s16_u16(vmovl_u8(mn));
+    *m0 = vmull_s16(vget_low_s16(b), vget_low_s16(m));
+    *m1 = vmull_high_s16(b, m);
 }
 
-/* int16 lane l = sum of the products of elements l mod 8 of 32 (a0: 0..15, a1: 16..31) or 16 bytes */
-static inline int16x8_t lanes32(int8x16_t a0, int8x16_t a1, int8x16_t y0, int8x16_t y1) {
-    int16x8_t p = vmull_s8(vget_low_s8(a0), vget_low_s8(y0));
-    p = vmlal_high_s8(p, a0, y0);
-    p = vmlal_s8(p, vget_low_s8(a1), vget_low_s8(y1));
-    return vmlal_high_s8(p, a1, y1);
-}
-static inline int16x8_t lanes16(int8x16_t a, int8x16_t y) {
-    return vmlal_high_s8(vmull_s8(vget_low_s8(a), vget_low_s8(y)), a, y);
-}
-/* int32 lanes (l0: 0..3, l1: 4..7) += sc * p */
-static inline void lanes_scale(int32x4_t *l0, int32x4_t *l1, int16x8_t p, int16_t sc) {
-    *l0 = vmlal_n_s16(*l0, vget_low_s16(p), sc);
-    *l1 = vmlal_high_n_s16(*l1, p, sc);
+/* Q6_K: the start of the lanes, -32 * (sc[2l] bsums[2l] + sc[2l+1] bsums[2l+1]) */
+static inline void k6_offset_lanes(const int8_t *scales, const uint8_t *bsums, int32x4_t *l0, int32x4_t *l1) {
+    const int8x16_t sc8 = vld1q_s8(scales);
+    const int16x8_t s0 = vmovl_s8(vget_low_s8(sc8)), s1 = vmovl_high_s8(sc8);
+    const int16x8_t b0 = vreinterpretq_s16_u8(vld1q_u8(bsums)), b1 = vreinterpretq_s16_u8(vld1q_u8(bsums + 16));
+    const int32x4_t p0 = vpaddq_s32(vmull_s16(vget_low_s16(b0), vget_low_s16(s0)), vmull_high_s16(b0, s0));
+    const int32x4_t p1 = vpaddq_s32(vmull_s16(vget_low_s16(b1), vget_low_s16(s1)), vmull_high_s16(b1, s1));
+    *l0 = vmulq_n_s32(p0, -32);
+    *l1 = vmulq_n_s32(p1, -32);
 }
 
-static inline float lanes_total(float sumf, float32x4_t a0, float32x4_t a1) {
-    float a[8];
-    vst1q_f32(a, a0);
-    vst1q_f32(a + 4, a1);
-    for (int l = 0; l < 8; l++) sumf += a[l];
-    return sumf;
+/* One 32-element chunk (a0 / y0: elements 0..15, a1 / y1: 16..31; a unsigned, at most 63):
+ * l0 (lanes 0..3) += sc0 * lane sums, l1 (lanes 4..7) += sc1 * lane sums. Plain NEON: vmull_s8 and
+ * three pairwise adds give the 8 four-element sums in int16 (|sum| <= 4 * 63 * 128, no overflow); the
+ * dotprod table takes them from SDOT on each 16-byte half. */
+static inline void kchunk_plain(int32x4_t *l0, int32x4_t *l1, uint8x16_t a0, uint8x16_t a1, const int8_t *y,
+                                int16_t sc0, int16_t sc1) {
+    const int8x16_t x0 = s8(a0), x1 = s8(a1), y0 = vld1q_s8(y), y1 = vld1q_s8(y + 16);
+    const int16x8_t p0 = vpaddq_s16(vmull_s8(vget_low_s8(x0), vget_low_s8(y0)), vmull_high_s8(x0, y0));
+    const int16x8_t p1 = vpaddq_s16(vmull_s8(vget_low_s8(x1), vget_low_s8(y1)), vmull_high_s8(x1, y1));
+    const int16x8_t q = vpaddq_s16(p0, p1);
+    *l0 = vmlal_n_s16(*l0, vget_low_s16(q), sc0);
+    *l1 = vmlal_high_n_s16(*l1, q, sc1);
+}
+static inline DOTPROD void kchunk_sdot(int32x4_t *l0, int32x4_t *l1, uint8x16_t a0, uint8x16_t a1, const int8_t *y,
+                                       int16_t sc0, int16_t sc1) {
+    const int32x4_t z = vdupq_n_s32(0);
+    *l0 = vmlaq_n_s32(*l0, sdot(z, s8(a0), vld1q_s8(y)), sc0);
+    *l1 = vmlaq_n_s32(*l1, sdot(z, s8(a1), vld1q_s8(y + 16)), sc1);
 }
 
-/* acc += d * (float)lanes */
-static inline void acc_lanes(float32x4_t *acc0, float32x4_t *acc1, float d, int32x4_t l0, int32x4_t l1) {
-    const float32x4_t vd = vdupq_n_f32(d);
-    *acc0 = vaddq_f32(*acc0, vmulq_f32(vd, vcvtq_f32_s32(l0)));
-    *acc1 = vaddq_f32(*acc1, vmulq_f32(vd, vcvtq_f32_s32(l1)));
-}
-
-/* the dotprod lane permutation of 32 bytes: output byte 4l+k = input byte l+8k (o0: l < 4, o1: l >= 4),
- * so the 4 bytes SDOT adds into int32 lane l are elements of one reference lane */
-static inline void perm32(const uint8_t *p, uint8x16_t *o0, uint8x16_t *o1) {
-    static const uint8_t idx[32] = {0, 8,  16, 24, 1, 9,  17, 25, 2, 10, 18, 26, 3, 11, 19, 27,
-                                    4, 12, 20, 28, 5, 13, 21, 29, 6, 14, 22, 30, 7, 15, 23, 31};
-    uint8x16x2_t t;
-    t.val[0] = vld1q_u8(p);
-    t.val[1] = vld1q_u8(p + 16);
-    *o0 = vqtbl2q_u8(t, vld1q_u8(idx));
-    *o1 = vqtbl2q_u8(t, vld1q_u8(idx + 16));
-}
-
-/* Q4_K / Q5_K share everything but the fifth bit: HAS_QH selects Q5_K */
-#define DEF_Q45K_PLAIN(NAME, XB, HAS_QH)                                                                        \
-    static void vec_dot_##NAME##_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {   \
+/* Q4_K / Q5_K share everything but the fifth bit: HAS_QH selects Q5_K. CHUNK: kchunk_plain / _sdot. */
+#define DEF_Q45K(NAME, ATTR, XB, HAS_QH, CHUNK)                                                                  \
+    static ATTR void vec_dot_##NAME##_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) { \
         const int64_t nb = n / ELI_QK_K;                                                                         \
-        float sumf[ELI_KERNEL_MAX_NR] = {0};                                                                     \
         float32x4_t acc0[ELI_KERNEL_MAX_NR], acc1[ELI_KERNEL_MAX_NR];                                            \
         for (int r = 0; r < nr; r++) acc0[r] = acc1[r] = vdupq_n_f32(0.0f);                                      \
         const uint8x16_t m4 = vdupq_n_u8(0x0F), b4 = vdupq_n_u8(0x10);                                           \
@@ -578,9 +566,11 @@ static inline void perm32(const uint8_t *p, uint8x16_t *o0, uint8x16_t *o1) {
             const float yd = ld_f32(y);                                                                          \
             for (int r = 0; r < nr; r++) {                                                                       \
                 const uint8_t *x = (const uint8_t *)vx + (size_t)r * bx + (size_t)i * sizeof(XB);                \
-                uint8_t sc[8], mn[8];                                                                            \
-                scales_mins_k4(x + offsetof(XB, scales), sc, mn);                                                \
-                const int sumi = min_term(y + Q8K_BSUMS, mn);                                                    \
+                uint8_t sc[8];                                                                                   \
+                uint8x8_t mn;                                                                                    \
+                k4_scales(x + offsetof(XB, scales), sc, &mn);                                                    \
+                int32x4_t m0, m1;                                                                                \
+                k4_min_lanes(y + Q8K_BSUMS, mn, &m0, &m1);                                                       \
                 const uint8_t *qs = x + offsetof(XB, qs);                                                        \
                 uint8x16_t h0 = vdupq_n_u8(0), h1 = h0;                                                          \
                 if (HAS_QH) {                                                                                    \
@@ -600,136 +590,80 @@ static inline void perm32(const uint8_t *p, uint8x16_t *o0, uint8x16_t *o1) {
                         hi0 = vorrq_u8(hi0, vandq_u8(vtstq_u8(h0, bh), b4));                                     \
                         hi1 = vorrq_u8(hi1, vandq_u8(vtstq_u8(h1, bh), b4));                                     \
                     }                                                                                            \
-                    const int8_t *yj = yq + 64 * j;                                                              \
-                    lanes_scale(&l0, &l1, lanes32(s8(lo0), s8(lo1), vld1q_s8(yj), vld1q_s8(yj + 16)),            \
-                                (int16_t)sc[2 * j]);                                                             \
-                    lanes_scale(&l0, &l1, lanes32(s8(hi0), s8(hi1), vld1q_s8(yj + 32), vld1q_s8(yj + 48)),       \
-                                (int16_t)sc[2 * j + 1]);                                                         \
+                    CHUNK(&l0, &l1, lo0, lo1, yq + 64 * j, sc[2 * j], sc[2 * j]);                                \
+                    CHUNK(&l0, &l1, hi0, hi1, yq + 64 * j + 32, sc[2 * j + 1], sc[2 * j + 1]);                   \
                 }                                                                                                \
-                acc_lanes(&acc0[r], &acc1[r], h2f(x + offsetof(XB, d)) * yd, l0, l1);                            \
-                const float dmin = h2f(x + offsetof(XB, dmin)) * yd;                                             \
-                sumf[r] -= dmin * (float)sumi;                                                                   \
+                const float32x4_t d = vdupq_n_f32(h2f(x + offsetof(XB, d)) * yd);                                \
+                const float32x4_t dmin = vdupq_n_f32(h2f(x + offsetof(XB, dmin)) * yd);                          \
+                acc0[r] = vfmsq_f32(vfmaq_f32(acc0[r], vcvtq_f32_s32(l0), d), vcvtq_f32_s32(m0), dmin);          \
+                acc1[r] = vfmsq_f32(vfmaq_f32(acc1[r], vcvtq_f32_s32(l1), d), vcvtq_f32_s32(m1), dmin);          \
             }                                                                                                    \
         }                                                                                                        \
-        for (int r = 0; r < nr; r++) s[r] = lanes_total(sumf[r], acc0[r], acc1[r]);                              \
+        for (int r = 0; r < nr; r++) s[r] = lanes8_total(acc0[r], acc1[r]);                                      \
     }                                                                                                            \
-    static float vec_dot_##NAME(int64_t n, const void *vx, const void *vy) {                                     \
+    static ATTR float vec_dot_##NAME(int64_t n, const void *vx, const void *vy) {                                \
         float s;                                                                                                 \
         vec_dot_##NAME##_nr(n, 1, vx, 0, vy, &s);                                                                \
         return s;                                                                                                \
     }
 
-#define DEF_Q45K_DP(NAME, XB, HAS_QH)                                                                           \
-    static DOTPROD void vec_dot_##NAME##_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy,       \
-                                            float *s) {                                                          \
+/* Q6_K: u = low 4 bits | 2 high bits << 4 in [0, 63] (the -32 is in the offset lanes); per 128 values,
+ * vector m (elements 16m..16m+15, sub-block 8h + m) takes its low bits from ql (m mod 4), low or high
+ * nibble (m >= 4), and its high bits from qh (m odd: bytes 16..31) at shift 2 * (m / 2); chunk c of the
+ * half is u[2c], u[2c+1]. */
+#define DEF_Q6K(NAME, ATTR, CHUNK)                                                                               \
+    static ATTR void vec_dot_##NAME##_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) { \
         const int64_t nb = n / ELI_QK_K;                                                                         \
-        float sumf[ELI_KERNEL_MAX_NR] = {0};                                                                     \
         float32x4_t acc0[ELI_KERNEL_MAX_NR], acc1[ELI_KERNEL_MAX_NR];                                            \
         for (int r = 0; r < nr; r++) acc0[r] = acc1[r] = vdupq_n_f32(0.0f);                                      \
-        const uint8x16_t m4 = vdupq_n_u8(0x0F), b4 = vdupq_n_u8(0x10);                                           \
-        const int32x4_t z = vdupq_n_s32(0);                                                                      \
+        const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(0x30);                                           \
         for (int64_t i = 0; i < nb; i++) {                                                                       \
             const uint8_t *y = (const uint8_t *)vy + (size_t)i * sizeof(eli_block_q8_K);                         \
+            const int8_t *yq = (const int8_t *)(y + Q8K_QS);                                                     \
             const float yd = ld_f32(y);                                                                          \
-            int8x16_t yp0[8], yp1[8];                                                                            \
-            for (int g = 0; g < 8; g++) {                                                                        \
-                uint8x16_t a, b;                                                                                 \
-                perm32(y + Q8K_QS + 32 * g, &a, &b);                                                             \
-                yp0[g] = s8(a), yp1[g] = s8(b);                                                                  \
-            }                                                                                                    \
             for (int r = 0; r < nr; r++) {                                                                       \
-                const uint8_t *x = (const uint8_t *)vx + (size_t)r * bx + (size_t)i * sizeof(XB);                \
-                uint8_t sc[8], mn[8];                                                                            \
-                scales_mins_k4(x + offsetof(XB, scales), sc, mn);                                                \
-                const int sumi = min_term(y + Q8K_BSUMS, mn);                                                    \
-                const uint8_t *qs = x + offsetof(XB, qs);                                                        \
-                uint8x16_t h0 = vdupq_n_u8(0), h1 = h0;                                                          \
-                if (HAS_QH) perm32(x + offsetof(eli_block_q5_K, qh), &h0, &h1);                                  \
-                int32x4_t l0 = z, l1 = z;                                                                        \
-                for (int j = 0; j < 4; j++) {                                                                    \
-                    uint8x16_t q0, q1;                                                                           \
-                    perm32(qs + 32 * j, &q0, &q1);                                                               \
-                    uint8x16_t lo0 = vandq_u8(q0, m4), lo1 = vandq_u8(q1, m4);                                   \
-                    uint8x16_t hi0 = vshrq_n_u8(q0, 4), hi1 = vshrq_n_u8(q1, 4);                                 \
-                    if (HAS_QH) {                                                                                \
-                        const uint8x16_t bl = vdupq_n_u8((uint8_t)(1u << (2 * j)));                              \
-                        const uint8x16_t bh = vdupq_n_u8((uint8_t)(2u << (2 * j)));                              \
-                        lo0 = vorrq_u8(lo0, vandq_u8(vtstq_u8(h0, bl), b4));                                     \
-                        lo1 = vorrq_u8(lo1, vandq_u8(vtstq_u8(h1, bl), b4));                                     \
-                        hi0 = vorrq_u8(hi0, vandq_u8(vtstq_u8(h0, bh), b4));                                     \
-                        hi1 = vorrq_u8(hi1, vandq_u8(vtstq_u8(h1, bh), b4));                                     \
-                    }                                                                                            \
-                    l0 = vmlaq_n_s32(l0, sdot(z, s8(lo0), yp0[2 * j]), sc[2 * j]);                          \
-                    l1 = vmlaq_n_s32(l1, sdot(z, s8(lo1), yp1[2 * j]), sc[2 * j]);                          \
-                    l0 = vmlaq_n_s32(l0, sdot(z, s8(hi0), yp0[2 * j + 1]), sc[2 * j + 1]);                  \
-                    l1 = vmlaq_n_s32(l1, sdot(z, s8(hi1), yp1[2 * j + 1]), sc[2 * j + 1]);                  \
+                const uint8_t *x = (const uint8_t *)vx + (size_t)r * bx + (size_t)i * sizeof(eli_block_q6_K);    \
+                const int8_t *scales = (const int8_t *)(x + offsetof(eli_block_q6_K, scales));                   \
+                int32x4_t l0, l1;                                                                                \
+                k6_offset_lanes(scales, y + Q8K_BSUMS, &l0, &l1);                                                \
+                for (int h = 0; h < 2; h++) {                                                                    \
+                    const uint8_t *ql = x + offsetof(eli_block_q6_K, ql) + 64 * h;                               \
+                    const uint8_t *qh = x + offsetof(eli_block_q6_K, qh) + 32 * h;                               \
+                    const uint8x16_t L0 = vld1q_u8(ql), L1 = vld1q_u8(ql + 16), L2 = vld1q_u8(ql + 32),          \
+                                     L3 = vld1q_u8(ql + 48);                                                     \
+                    const uint8x16_t H0 = vld1q_u8(qh), H1 = vld1q_u8(qh + 16);                                  \
+                    uint8x16_t u[8];                                                                             \
+                    u[0] = vorrq_u8(vandq_u8(L0, m4), vandq_u8(vshlq_n_u8(H0, 4), m3));                          \
+                    u[1] = vorrq_u8(vandq_u8(L1, m4), vandq_u8(vshlq_n_u8(H1, 4), m3));                          \
+                    u[2] = vorrq_u8(vandq_u8(L2, m4), vandq_u8(vshlq_n_u8(H0, 2), m3));                          \
+                    u[3] = vorrq_u8(vandq_u8(L3, m4), vandq_u8(vshlq_n_u8(H1, 2), m3));                          \
+                    u[4] = vorrq_u8(vshrq_n_u8(L0, 4), vandq_u8(H0, m3));                                        \
+                    u[5] = vorrq_u8(vshrq_n_u8(L1, 4), vandq_u8(H1, m3));                                        \
+                    u[6] = vorrq_u8(vshrq_n_u8(L2, 4), vandq_u8(vshrq_n_u8(H0, 2), m3));                         \
+                    u[7] = vorrq_u8(vshrq_n_u8(L3, 4), vandq_u8(vshrq_n_u8(H1, 2), m3));                         \
+                    for (int c = 0; c < 4; c++)                                                                  \
+                        CHUNK(&l0, &l1, u[2 * c], u[2 * c + 1], yq + 128 * h + 32 * c, scales[8 * h + 2 * c],   \
+                              scales[8 * h + 2 * c + 1]);                                                        \
                 }                                                                                                \
-                acc_lanes(&acc0[r], &acc1[r], h2f(x + offsetof(XB, d)) * yd, l0, l1);                            \
-                const float dmin = h2f(x + offsetof(XB, dmin)) * yd;                                             \
-                sumf[r] -= dmin * (float)sumi;                                                                   \
+                const float32x4_t d = vdupq_n_f32(h2f(x + offsetof(eli_block_q6_K, d)) * yd);                   \
+                acc0[r] = vfmaq_f32(acc0[r], vcvtq_f32_s32(l0), d);                                              \
+                acc1[r] = vfmaq_f32(acc1[r], vcvtq_f32_s32(l1), d);                                              \
             }                                                                                                    \
         }                                                                                                        \
-        for (int r = 0; r < nr; r++) s[r] = lanes_total(sumf[r], acc0[r], acc1[r]);                              \
+        for (int r = 0; r < nr; r++) s[r] = lanes8_total(acc0[r], acc1[r]);                                      \
     }                                                                                                            \
-    static DOTPROD float vec_dot_##NAME(int64_t n, const void *vx, const void *vy) {                             \
+    static ATTR float vec_dot_##NAME(int64_t n, const void *vx, const void *vy) {                                \
         float s;                                                                                                 \
         vec_dot_##NAME##_nr(n, 1, vx, 0, vy, &s);                                                                \
         return s;                                                                                                \
     }
 
-DEF_Q45K_PLAIN(q4_K, eli_block_q4_K, 0)
-DEF_Q45K_PLAIN(q5_K, eli_block_q5_K, 1)
-DEF_Q45K_DP(q4_K_dp, eli_block_q4_K, 0)
-DEF_Q45K_DP(q5_K_dp, eli_block_q5_K, 1)
-
-/* Q6_K: u = low 4 bits | 2 high bits << 4, value u - 32 in [-32, 31]; 16-element sub-blocks with signed
- * scales. Per 128 values, vector m (elements 16m..16m+15) takes its low bits from ql (m mod 4), low or
- * high nibble (m >= 4), and its high bits from qh (m odd: bytes 16..31) at shift 2 * (m / 2). */
-static void vec_dot_q6_K_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {
-    const int64_t nb = n / ELI_QK_K;
-    float32x4_t acc0[ELI_KERNEL_MAX_NR], acc1[ELI_KERNEL_MAX_NR];
-    for (int r = 0; r < nr; r++) acc0[r] = acc1[r] = vdupq_n_f32(0.0f);
-    const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(0x30);
-    const int8x16_t c32 = vdupq_n_s8(32);
-    for (int64_t i = 0; i < nb; i++) {
-        const uint8_t *y = (const uint8_t *)vy + (size_t)i * sizeof(eli_block_q8_K);
-        const int8_t *yq = (const int8_t *)(y + Q8K_QS);
-        const float yd = ld_f32(y);
-        for (int r = 0; r < nr; r++) {
-            const uint8_t *x = (const uint8_t *)vx + (size_t)r * bx + (size_t)i * sizeof(eli_block_q6_K);
-            const int8_t *scales = (const int8_t *)(x + offsetof(eli_block_q6_K, scales));
-            int32x4_t l0 = vdupq_n_s32(0), l1 = l0;
-            for (int h = 0; h < 2; h++) {
-                const uint8_t *ql = x + offsetof(eli_block_q6_K, ql) + 64 * h;
-                const uint8_t *qh = x + offsetof(eli_block_q6_K, qh) + 32 * h;
-                const uint8x16_t L0 = vld1q_u8(ql), L1 = vld1q_u8(ql + 16), L2 = vld1q_u8(ql + 32),
-                                 L3 = vld1q_u8(ql + 48);
-                const uint8x16_t H0 = vld1q_u8(qh), H1 = vld1q_u8(qh + 16);
-                uint8x16_t u[8];
-                u[0] = vorrq_u8(vandq_u8(L0, m4), vandq_u8(vshlq_n_u8(H0, 4), m3));
-                u[1] = vorrq_u8(vandq_u8(L1, m4), vandq_u8(vshlq_n_u8(H1, 4), m3));
-                u[2] = vorrq_u8(vandq_u8(L2, m4), vandq_u8(vshlq_n_u8(H0, 2), m3));
-                u[3] = vorrq_u8(vandq_u8(L3, m4), vandq_u8(vshlq_n_u8(H1, 2), m3));
-                u[4] = vorrq_u8(vshrq_n_u8(L0, 4), vandq_u8(H0, m3));
-                u[5] = vorrq_u8(vshrq_n_u8(L1, 4), vandq_u8(H1, m3));
-                u[6] = vorrq_u8(vshrq_n_u8(L2, 4), vandq_u8(vshrq_n_u8(H0, 2), m3));
-                u[7] = vorrq_u8(vshrq_n_u8(L3, 4), vandq_u8(vshrq_n_u8(H1, 2), m3));
-                for (int m = 0; m < 8; m++) {
-                    const int8x16_t a = vsubq_s8(s8(u[m]), c32);
-                    lanes_scale(&l0, &l1, lanes16(a, vld1q_s8(yq + 128 * h + 16 * m)), scales[8 * h + m]);
-                }
-            }
-            acc_lanes(&acc0[r], &acc1[r], h2f(x + offsetof(eli_block_q6_K, d)) * yd, l0, l1);
-        }
-    }
-    for (int r = 0; r < nr; r++) s[r] = lanes_total(0.0f, acc0[r], acc1[r]);
-}
-
-static float vec_dot_q6_K(int64_t n, const void *vx, const void *vy) {
-    float s;
-    vec_dot_q6_K_nr(n, 1, vx, 0, vy, &s);
-    return s;
-}
+DEF_Q45K(q4_K, NOATTR, eli_block_q4_K, 0, kchunk_plain)
+DEF_Q45K(q5_K, NOATTR, eli_block_q5_K, 1, kchunk_plain)
+DEF_Q6K(q6_K, NOATTR, kchunk_plain)
+DEF_Q45K(q4_K_dp, DOTPROD, eli_block_q4_K, 0, kchunk_sdot)
+DEF_Q45K(q5_K_dp, DOTPROD, eli_block_q5_K, 1, kchunk_sdot)
+DEF_Q6K(q6_K_dp, DOTPROD, kchunk_sdot)
 
 /* ---------------------------------------------------------------------------------------------------
  * float formats: products rounded to float, accumulated in double (order differs from the reference)
@@ -895,7 +829,7 @@ const eli_kernels eli_kernels_neon_dotprod_table = {
             [ELI_TYPE_Q8_0] = vec_dot_q8_0_dp,
             [ELI_TYPE_Q4_K] = vec_dot_q4_K_dp,
             [ELI_TYPE_Q5_K] = vec_dot_q5_K_dp,
-            [ELI_TYPE_Q6_K] = vec_dot_q6_K,
+            [ELI_TYPE_Q6_K] = vec_dot_q6_K_dp,
         },
     .vec_dot_nr =
         {
@@ -906,7 +840,7 @@ const eli_kernels eli_kernels_neon_dotprod_table = {
             [ELI_TYPE_Q8_0] = vec_dot_q8_0_dp_nr,
             [ELI_TYPE_Q4_K] = vec_dot_q4_K_dp_nr,
             [ELI_TYPE_Q5_K] = vec_dot_q5_K_dp_nr,
-            [ELI_TYPE_Q6_K] = vec_dot_q6_K_nr,
+            [ELI_TYPE_Q6_K] = vec_dot_q6_K_dp_nr,
         },
     .gemm =
         {

@@ -4,10 +4,10 @@
  *  - the quantizers reproduce the bytes of ggml's reference quantizers (the `quantize_row_*_ref` path that
  *    llama-quantize takes when no importance matrix is given), so that re-quantizing an F32 tensor yields
  *    the same file bytes;
- *  - the dequantizers and the K-quant dot products perform the same float operations, in the same order,
- *    as ggml's scalar ("generic") code; the 32-element formats' dot products accumulate in 8 lanes of our
- *    own definition (see lanes8_fma). Either way the order is fixed here, so the SIMD kernels elsewhere
- *    can be tested against it bit for bit.
+ *  - the dequantizers perform the same float operations, in the same order, as ggml's scalar ("generic")
+ *    code; the dot products accumulate in 8 lanes of our own definition, the SIMD-natural one (32-element
+ *    formats: see lanes8_fma; K-quants: see klanes_chunk). Either way the order is fixed here, so the SIMD
+ *    kernels elsewhere can be tested against it bit for bit.
  *
  * Bit-exactness depends on evaluation order of float expressions, which is why many expressions below are
  * written in a specific (sometimes odd-looking) form, e.g. `(w * x) * l` rather than `w * (x * l)`. Do not
@@ -1000,18 +1000,43 @@ static void dequantize_row_q4_K(const void *src, float *y, int64_t k) {
     }
 }
 
-/* Shared tail of the Q4_K / Q5_K / Q6_K dot products: ggml's generic kernel accumulates the integer
- * products in 8 int32 lanes (lane l takes elements l, l+8, l+16, ...), scales each lane by d once per
- * super-block into 8 float lane sums, and adds the lanes up at the very end. Reproduced literally so the
- * float rounding matches. */
-typedef struct {
-    float sums[8];
-} lane_sums;
+/* ------------------------------------------------------------------------------------------------------
+ * Dot products of the K-quants (Q4_K, Q5_K, Q6_K against Q8_K): our own order, like the 32-element formats
+ * (not ggml's generic one, whose lane l takes the elements l, l+8, l+16, ... -- the SIMD kernels had to
+ * permute both operands to reproduce it).
+ *
+ * Per super-block 8 int32 lanes: within each 32-element chunk, lane l takes elements 4l..4l+3, their
+ * integer products times the chunk's sub-block scale (Q4_K / Q5_K: one per chunk; Q6_K: elements 0..15
+ * of the chunk, lanes 0..3, have sub-block 2c's scale, elements 16..31, lanes 4..7, sub-block 2c+1's),
+ * summed over the 8 chunks. That is what maddubs + madd with a scale vector (AVX2), maddubs + vpdpwssd
+ * (AVX-512 VNNI) or SDOT on the two 16-byte halves (NEON) produce, with no permutation.
+ *
+ * Offsets enter through the activation's 16-element sums (bsums), also as 8 lanes, lane l holding
+ * sub-blocks 2l and 2l+1 (elements 32l..32l+31, one madd of bsums with the pairs-duplicated mins):
+ *  - Q4_K / Q5_K: min lane l = m_l * (bsums[2l] + bsums[2l+1]), scaled by dmin = dmin_x * d_y;
+ *  - Q6_K: the quants are taken unsigned (u = q + 32, in [0, 63]) in the chunk lanes, and lane l subtracts
+ *    32 * (sc[2l] * bsums[2l] + sc[2l+1] * bsums[2l+1]) in int32, so no kernel needs a per-chunk offset
+ *    product. (Exact: the lanes differ from the signed per-lane sums, but only the float steps below
+ *    depend on the lanes, and they are fixed here.)
+ * Float steps per super-block, lane by lane: acc[l] = fma(aux32[l], d, acc[l]) with d = d_x * d_y, then
+ * (Q4_K / Q5_K) acc[l] = fma(min32[l], -dmin, acc[l]); at the end lanes8_total (the same tree as the
+ * 32-element formats). Every kernel table reproduces exactly these operations.
+ * ---------------------------------------------------------------------------------------------------- */
 
-/* aux32[l] += scale * sum of q8*a over the 8-element chunks [off, off+len) of the super-block. */
-static inline void lanes_accumulate(int32_t aux32[8], const int8_t *q8, const int8_t *a, int len, int32_t scale) {
-    for (int c = 0; c < len; c += 8) {
-        for (int l = 0; l < 8; ++l) aux32[l] += scale * (int32_t)(int16_t)(q8[c + l] * a[c + l]);
+/* aux32[l] += sc[l / 4] * (sum of a[4l + k] * q8[4l + k], k < 4) over one 32-element chunk */
+static inline void klanes_chunk(int32_t aux32[8], const int8_t q8[32], const int8_t a[32], int32_t sc0, int32_t sc1) {
+    for (int l = 0; l < 8; ++l) {
+        int32_t s = 0;
+        for (int k = 0; k < 4; ++k) s += a[4 * l + k] * q8[4 * l + k];
+        aux32[l] += (l < 4 ? sc0 : sc1) * s;
+    }
+}
+
+/* the float steps of one super-block: acc[l] = fma(aux32[l], d, acc[l]), then fma(min32[l], -dmin, .) */
+static inline void klanes_fma(float acc[8], const int32_t aux32[8], float d, const int32_t *min32, float dmin) {
+    for (int l = 0; l < 8; ++l) {
+        acc[l] = fmaf((float)aux32[l], d, acc[l]);
+        if (min32) acc[l] = fmaf((float)min32[l], -dmin, acc[l]);
     }
 }
 
@@ -1019,8 +1044,7 @@ static float vec_dot_q4_K_q8_K(int64_t n, const void *vx, const void *vy) {
     assert(n % ELI_QK_K == 0);
     const int64_t nb = n / ELI_QK_K;
     const uint8_t *px = vx, *py = vy;
-    lane_sums acc = {{0}};
-    float sumf = 0;
+    float acc[8] = {0};
     for (int64_t i = 0; i < nb; ++i) {
         eli_block_q4_K x;
         eli_block_q8_K y;
@@ -1036,20 +1060,16 @@ static float vec_dot_q4_K_q8_K(int64_t n, const void *vx, const void *vy) {
         uint8_t sc[8], mn[8];
         for (int j = 0; j < 8; ++j) get_scale_min_k4(j, x.scales, &sc[j], &mn[j]);
 
-        /* Min term: sum over 16-element groups of bsum * m (two groups per 32-element sub-block). */
-        int sumi = 0;
-        for (int j = 0; j < ELI_QK_K / 16; ++j) sumi += y.bsums[j] * mn[j / 2];
+        /* Min lanes: lane l = m_l times the activation sum of sub-block l. */
+        int32_t min32[8];
+        for (int l = 0; l < 8; ++l) min32[l] = mn[l] * (y.bsums[2 * l] + y.bsums[2 * l + 1]);
 
         int32_t aux32[8] = {0};
-        for (int j = 0; j < ELI_QK_K / 32; ++j) lanes_accumulate(aux32, y.qs + 32 * j, a + 32 * j, 32, sc[j]);
+        for (int j = 0; j < ELI_QK_K / 32; ++j) klanes_chunk(aux32, y.qs + 32 * j, a + 32 * j, sc[j], sc[j]);
 
-        const float d = fp16_load(&x.d) * y.d;
-        for (int l = 0; l < 8; ++l) acc.sums[l] += d * (float)aux32[l];
-        const float dmin = fp16_load(&x.dmin) * y.d;
-        sumf -= dmin * (float)sumi;
+        klanes_fma(acc, aux32, fp16_load(&x.d) * y.d, min32, fp16_load(&x.dmin) * y.d);
     }
-    for (int l = 0; l < 8; ++l) sumf += acc.sums[l];
-    return sumf;
+    return lanes8_total(acc);
 }
 
 /* ------------------------------------------------------------------------------------------------------
@@ -1157,8 +1177,7 @@ static float vec_dot_q5_K_q8_K(int64_t n, const void *vx, const void *vy) {
     assert(n % ELI_QK_K == 0);
     const int64_t nb = n / ELI_QK_K;
     const uint8_t *px = vx, *py = vy;
-    lane_sums acc = {{0}};
-    float sumf = 0;
+    float acc[8] = {0};
     for (int64_t i = 0; i < nb; ++i) {
         eli_block_q5_K x;
         eli_block_q8_K y;
@@ -1176,19 +1195,15 @@ static float vec_dot_q5_K_q8_K(int64_t n, const void *vx, const void *vy) {
         uint8_t sc[8], mn[8];
         for (int j = 0; j < 8; ++j) get_scale_min_k4(j, x.scales, &sc[j], &mn[j]);
 
-        int sumi = 0;
-        for (int j = 0; j < ELI_QK_K / 16; ++j) sumi += y.bsums[j] * mn[j / 2];
+        int32_t min32[8];
+        for (int l = 0; l < 8; ++l) min32[l] = mn[l] * (y.bsums[2 * l] + y.bsums[2 * l + 1]);
 
         int32_t aux32[8] = {0};
-        for (int j = 0; j < ELI_QK_K / 32; ++j) lanes_accumulate(aux32, y.qs + 32 * j, a + 32 * j, 32, sc[j]);
+        for (int j = 0; j < ELI_QK_K / 32; ++j) klanes_chunk(aux32, y.qs + 32 * j, a + 32 * j, sc[j], sc[j]);
 
-        const float d = fp16_load(&x.d) * y.d;
-        for (int l = 0; l < 8; ++l) acc.sums[l] += d * (float)aux32[l];
-        const float dmin = fp16_load(&x.dmin) * y.d;
-        sumf -= dmin * (float)sumi;
+        klanes_fma(acc, aux32, fp16_load(&x.d) * y.d, min32, fp16_load(&x.dmin) * y.d);
     }
-    for (int l = 0; l < 8; ++l) sumf += acc.sums[l];
-    return sumf;
+    return lanes8_total(acc);
 }
 
 /* ------------------------------------------------------------------------------------------------------
@@ -1290,22 +1305,24 @@ static float vec_dot_q6_K_q8_K(int64_t n, const void *vx, const void *vy) {
     assert(n % ELI_QK_K == 0);
     const int64_t nb = n / ELI_QK_K;
     const uint8_t *px = vx, *py = vy;
-    lane_sums acc = {{0}};
-    float sumf = 0;
+    float acc[8] = {0};
     for (int64_t i = 0; i < nb; ++i) {
         eli_block_q6_K x;
         eli_block_q8_K y;
         memcpy(&x, px + i * sizeof x, sizeof x);
         memcpy(&y, py + i * sizeof y, sizeof y);
+        /* unsigned quants u = q + 32; the offset through the bsums (see above) */
         int8_t a[ELI_QK_K];
         unpack_q6_K(&x, a);
-        int32_t aux32[8] = {0};
-        for (int j = 0; j < ELI_QK_K / 16; ++j) lanes_accumulate(aux32, y.qs + 16 * j, a + 16 * j, 16, x.scales[j]);
-        const float d = fp16_load(&x.d) * y.d;
-        for (int l = 0; l < 8; ++l) acc.sums[l] += d * (float)aux32[l];
+        for (int j = 0; j < ELI_QK_K; ++j) a[j] = (int8_t)(a[j] + 32);
+        int32_t aux32[8];
+        for (int l = 0; l < 8; ++l)
+            aux32[l] = -32 * (x.scales[2 * l] * y.bsums[2 * l] + x.scales[2 * l + 1] * y.bsums[2 * l + 1]);
+        for (int c = 0; c < ELI_QK_K / 32; ++c)
+            klanes_chunk(aux32, y.qs + 32 * c, a + 32 * c, x.scales[2 * c], x.scales[2 * c + 1]);
+        klanes_fma(acc, aux32, fp16_load(&x.d) * y.d, NULL, 0.0f);
     }
-    for (int l = 0; l < 8; ++l) sumf += acc.sums[l];
-    return sumf;
+    return lanes8_total(acc);
 }
 
 /* ------------------------------------------------------------------------------------------------------
