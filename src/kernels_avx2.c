@@ -586,92 +586,12 @@ static inline float ld_bf16(const uint8_t *p) {
     return eli_bf16_to_fp32(h);
 }
 #define LD8_F32(p) _mm256_loadu_ps((const float *)(p))
-#define LD8_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
 
 DEF_FDOT(vec_dot_f32, 4, LD8_F32, ld_f32)
 DEF_FDOT(vec_dot_bf16, 2, load_bf16x8, ld_bf16)
 
-/* F16 weights (whole small models are F16): float FMA accumulation instead of the reference's double
- * accumulation, which costs twice the work per element: a float reordering within the kernels.h bound
- * (normalised MSE <= 1e-7). Every F16 kernel (one row, several rows, the gemm tiles) performs exactly
- * this chain per (row, token): element i < n16 = n rounded down to 16 goes to accumulator (i / 8) % 2,
- * lane i % 8, in order of i; f16_finish does the same tail and reduction for all of them, so prefill,
- * decode and MTP verification agree bit for bit.
- * Two accumulators, not four: the loads (vcvtph2ps from memory) are what bounds these kernels, and with
- * two chains per (row, token) the 16 ymm registers hold tiles of 2 rows x 3 tokens, which load 10
- * vectors per 12 FMAs instead of the one-row kernel's 2 per FMA. The price is decode (one token, the
- * one-row kernel): nano at 0.90-0.93 ms per token against 0.84-0.88 with four accumulators (one thread,
- * CPU time), for 2.6 vs 3.3 ms per 4-token verify batch and +38% prefill (BENCHMARKS.md); the weights
- * stream from L3 there, and the 4-row kernel for one token was slower still (1.1-2.4 ms). */
-static inline float f16_finish(__m256 a0, __m256 a1, int64_t i, int64_t n, const uint8_t *px, const uint8_t *py) {
-    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(LD8_F16(px + 2 * i), LD8_F16(py + 2 * i), a0);
-    const __m256 a = _mm256_add_ps(a0, a1);
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    double sum = _mm_cvtss_f32(h);
-    for (; i < n; i++) sum += (double)(h2f(px + 2 * i) * h2f(py + 2 * i));
-    return (float)sum;
-}
-
-/* s[t * bs + r] for a tile of R rows (bx bytes apart) x TT tokens (by bytes apart). R and TT are constants
- * at every call, so the loops unroll and the 2 * R * TT accumulators stay in registers (R * TT <= 6). */
-#define F16_PREFETCH 4096
-static inline __attribute__((always_inline)) void f16_tile(int R, int TT, int64_t n, const uint8_t *x, size_t bx,
-                                                           const uint8_t *y, size_t by, float *s, size_t bs) {
-    const int64_t n16 = n & ~(int64_t)15;
-    __m256 a[6][2];
-    for (int p = 0; p < R * TT; p++) a[p][0] = a[p][1] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n16; i += 16) {
-        for (int l = 0; l < R; l += 2) _mm_prefetch((const char *)(x + F16_PREFETCH + 2 * R * i + 32 * l), _MM_HINT_T0);
-        for (int j = 0; j < 2; j++) {
-            __m256 w[4];
-            for (int r = 0; r < R; r++) w[r] = LD8_F16(x + (size_t)r * bx + 2 * (i + 8 * j));
-            for (int t = 0; t < TT; t++) {
-                const __m256 v = LD8_F16(y + (size_t)t * by + 2 * (i + 8 * j));
-                for (int r = 0; r < R; r++) a[r * TT + t][j] = _mm256_fmadd_ps(w[r], v, a[r * TT + t][j]);
-            }
-        }
-    }
-    for (int r = 0; r < R; r++)
-        for (int t = 0; t < TT; t++)
-            s[(size_t)t * bs + r] =
-                f16_finish(a[r * TT + t][0], a[r * TT + t][1], n16, n, x + (size_t)r * bx, y + (size_t)t * by);
-}
-
-static float vec_dot_f16(int64_t n, const void *vx, const void *vy) {
-    float s;
-    f16_tile(1, 1, n, vx, 0, vy, 0, &s, 1);
-    return s;
-}
-
-/* one token: 4-row tiles, then the row tail */
-static void vec_dot_f16_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {
-    const uint8_t *x = vx;
-    int r = 0;
-    for (; r + 4 <= nr; r += 4) f16_tile(4, 1, n, x + (size_t)r * bx, bx, vy, 0, s + r, 1);
-    switch (nr - r) {
-    case 3: f16_tile(3, 1, n, x + (size_t)r * bx, bx, vy, 0, s + r, 1); break;
-    case 2: f16_tile(2, 1, n, x + (size_t)r * bx, bx, vy, 0, s + r, 1); break;
-    case 1: f16_tile(1, 1, n, x + (size_t)r * bx, bx, vy, 0, s + r, 1); break;
-    default: break;
-    }
-}
-
-/* 2 rows x 3 tokens tiles; a token tail of 1 or 2 goes through the one-token kernel per token */
-static void gemm_f16(int64_t n, int nr, int nt, const void *vx, size_t bx, const void *vy, size_t by, float *s,
-                     size_t bs) {
-    const uint8_t *x = vx, *y = vy;
-    int t = 0;
-    for (; t + 3 <= nt; t += 3) {
-        const uint8_t *yt = y + (size_t)t * by;
-        float *st = s + (size_t)t * bs;
-        int r = 0;
-        for (; r + 2 <= nr; r += 2) f16_tile(2, 3, n, x + (size_t)r * bx, bx, yt, by, st + r, bs);
-        if (r < nr) f16_tile(1, 3, n, x + (size_t)r * bx, bx, yt, by, st + r, bs);
-    }
-    for (; t < nt; t++) vec_dot_f16_nr(n, nr, vx, bx, y + (size_t)t * by, s + (size_t)t * bs);
-}
+/* F16 weights (kernels_x86.h): gemm tiles of 2 rows x 3 tokens fit the 16 ymm registers */
+ELI_X86_F16(2)
 
 /* ---------------------------------------------------------------------------------------------------
  * attention helpers (float accumulation, FMA)
