@@ -1,6 +1,7 @@
 /* The kernel tables: the scalar reference (quants.c) and the best one for this CPU. */
 #include "kernels.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,11 @@ static void ref_scale_f32(int64_t n, float a, float *y) {
     for (int64_t i = 0; i < n; i++) y[i] *= a;
 }
 
+static void ref_softcap_f32(int64_t n, float c, float *x) {
+    const float inv = 1.0f / c;
+    for (int64_t i = 0; i < n; i++) x[i] = tanhf(x[i] * inv) * c;
+}
+
 static eli_kernels ref_table, avx2_table, avx512_table, neon_table, neon_dp_table, *best_table;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
@@ -85,6 +91,7 @@ static void overlay(eli_kernels *dst, const eli_kernels *base, const eli_kernels
     }
     if (over->f16_to_f32) dst->f16_to_f32 = over->f16_to_f32;
     if (over->scale_f32) dst->scale_f32 = over->scale_f32;
+    if (over->softcap_f32) dst->softcap_f32 = over->softcap_f32;
 }
 
 static void init_tables(void) {
@@ -103,6 +110,7 @@ static void init_tables(void) {
     ref_table.attn_pv[ELI_TYPE_F16] = ref_pv_f16;
     ref_table.f16_to_f32 = ref_f16_to_f32;
     ref_table.scale_f32 = ref_scale_f32;
+    ref_table.softcap_f32 = ref_softcap_f32;
     best_table = &ref_table;
 
     const eli_cpu_features *f = eli_cpu_get();

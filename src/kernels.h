@@ -59,6 +59,8 @@ typedef struct eli_kernels {
     /* n floats */
     void (*f16_to_f32)(int64_t n, const eli_fp16 *x, float *y);
     void (*scale_f32)(int64_t n, float a, float *y);                /* y *= a */
+    /* x = c * tanh(x / c) (the final logit softcap): within 4e-7 relative of c * tanhf(x * (1 / c)) */
+    void (*softcap_f32)(int64_t n, float c, float *x);
 } eli_kernels;
 
 const eli_kernels *eli_kernels_reference(void);

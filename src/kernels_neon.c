@@ -913,6 +913,52 @@ static void scale_f32(int64_t n, float a, float *y) {
     for (; i < n; i++) y[i] *= a;
 }
 
+/* tanh(x) for 4 floats, as tanh8 of kernels_avx2.c: the odd Taylor series to x^13 below |x| = 0.4, else
+ * 1 - 2 / (exp(2|x|) + 1) with the sign put back; exp(y) = 2^n exp(r), |r| <= ln2/2, by the Taylor series
+ * to r^7; |x| clamped at 10, where tanh rounds to 1. */
+static inline float32x4_t tanh4(float32x4_t x) {
+    const uint32x4_t sign = vandq_u32(vreinterpretq_u32_f32(x), vdupq_n_u32(0x80000000u));
+    const float32x4_t a = vminq_f32(vabsq_f32(x), vdupq_n_f32(10.0f));
+    const float32x4_t z = vmulq_f32(a, a);
+    float32x4_t t = vdupq_n_f32(21844.0f / 6081075.0f);
+    t = vfmaq_f32(vdupq_n_f32(-1382.0f / 155925.0f), t, z);
+    t = vfmaq_f32(vdupq_n_f32(62.0f / 2835.0f), t, z);
+    t = vfmaq_f32(vdupq_n_f32(-17.0f / 315.0f), t, z);
+    t = vfmaq_f32(vdupq_n_f32(2.0f / 15.0f), t, z);
+    t = vfmaq_f32(vdupq_n_f32(-1.0f / 3.0f), t, z);
+    const float32x4_t small = vfmaq_f32(a, vmulq_f32(t, z), a);
+    const float32x4_t y = vaddq_f32(a, a);
+    const float32x4_t n = vrndnq_f32(vmulq_f32(y, vdupq_n_f32(1.44269504088896341f)));
+    float32x4_t r = vfmsq_f32(y, n, vdupq_n_f32(0.693145751953125f));
+    r = vfmsq_f32(r, n, vdupq_n_f32(1.428606765330187e-06f));
+    float32x4_t e = vdupq_n_f32(1.0f / 5040.0f);
+    e = vfmaq_f32(vdupq_n_f32(1.0f / 720.0f), e, r);
+    e = vfmaq_f32(vdupq_n_f32(1.0f / 120.0f), e, r);
+    e = vfmaq_f32(vdupq_n_f32(1.0f / 24.0f), e, r);
+    e = vfmaq_f32(vdupq_n_f32(1.0f / 6.0f), e, r);
+    e = vfmaq_f32(vdupq_n_f32(0.5f), e, r);
+    e = vfmaq_f32(vdupq_n_f32(1.0f), e, r);
+    e = vfmaq_f32(vdupq_n_f32(1.0f), e, r);
+    const int32x4_t scale = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
+    e = vmulq_f32(e, vreinterpretq_f32_s32(scale));
+    const float32x4_t one = vdupq_n_f32(1.0f);
+    const float32x4_t big = vsubq_f32(one, vdivq_f32(vdupq_n_f32(2.0f), vaddq_f32(e, one)));
+    const float32x4_t res = vbslq_f32(vcltq_f32(a, vdupq_n_f32(0.4f)), small, big);
+    return vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(res), sign));
+}
+
+static void softcap_f32(int64_t n, float c, float *x) {
+    const float inv = 1.0f / c;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(x + i, vmulq_n_f32(tanh4(vmulq_n_f32(vld1q_f32(x + i), inv)), c));
+    if (i < n) { /* the tail through a padded vector, so every element sees the same function */
+        float buf[4] = {0};
+        memcpy(buf, x + i, sizeof(float) * (size_t)(n - i));
+        vst1q_f32(buf, vmulq_n_f32(tanh4(vmulq_n_f32(vld1q_f32(buf), inv)), c));
+        memcpy(x + i, buf, sizeof(float) * (size_t)(n - i));
+    }
+}
+
 /* ---------------------------------------------------------------------------------------------------
  * the tables (data only: the dotprod one is used only after kernels.c checked HWCAP_ASIMDDP)
  * ------------------------------------------------------------------------------------------------- */
@@ -927,7 +973,7 @@ static void scale_f32(int64_t n, float a, float *y) {
                 [ELI_TYPE_Q8_0] = 4},                                                 \
     .attn_qk = {[ELI_TYPE_F32] = attn_qk_f32, [ELI_TYPE_F16] = attn_qk_f16},              \
     .attn_pv = {[ELI_TYPE_F32] = attn_pv_f32, [ELI_TYPE_F16] = attn_pv_f16},              \
-    .f16_to_f32 = f16_to_f32, .scale_f32 = scale_f32
+    .f16_to_f32 = f16_to_f32, .scale_f32 = scale_f32, .softcap_f32 = softcap_f32
 
 const eli_kernels eli_kernels_neon_table = {
     .name = "neon",

@@ -100,11 +100,6 @@ void eli_softmax_inplace(float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] *= inv;
 }
 
-void eli_softcap(float *x, int64_t n, float c) {
-    const float inv = 1.0f / c;
-    for (int64_t i = 0; i < n; i++) x[i] = tanhf(x[i] * inv) * c;
-}
-
 void eli_attend(const eli_kernels *k, const float *q, int d, const uint8_t *k_head, const uint8_t *v_head,
                 uint32_t kv_type, size_t row_bytes, int64_t n_cells, int32_t p_lo, int32_t p_hi, float *scores, float *tmp,
                 float *out) {

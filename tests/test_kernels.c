@@ -274,6 +274,30 @@ static void check_table(const eli_kernels *K, const eli_kernels *R) {
         }
         CHECK(e2 / r2 <= 1e-7, "%s: scale_f32 NMSE %.3g", K->name, e2 / r2);
     }
+
+    /* the softcap: every float tanh argument on a fine grid over [-12, 12] (and the lengths' tails), held
+     * to the contract against tanhf: 4e-7 relative to the result (a few ulp), and exactly +-c and 0 where
+     * tanhf gives +-1 and 0 */
+    {
+        const float c = 30.0f;
+        const int64_t n = 240007; /* odd: a tail */
+        float *x = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
+        for (int64_t i = 0; i < n; i++) x[i] = c * (-12.0f + 24.0f * (float)i / (float)(n - 1));
+        x[n / 2] = 0.0f, x[1] = -INFINITY, x[2] = 1e-30f;
+        memcpy(y, x, sizeof(float) * (size_t)n);
+        K->softcap_f32(n, c, y);
+        double worst = 0;
+        int bad = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const float want = tanhf(x[i] * (1.0f / c)) * c;
+            const double rel = fabs((double)y[i] - want) / (fabs((double)want) > 1e-30 ? fabs((double)want) : 1e-30);
+            worst = rel > worst ? rel : worst;
+            bad += rel > 4e-7 || ((fabsf(want) == c || want == 0.0f) && y[i] != want);
+        }
+        printf("  softcap: worst relative error %.3g (%s)\n", worst, K->name);
+        CHECK(bad == 0, "%s: softcap off tanhf in %d of %lld", K->name, bad, (long long)n);
+        free(x), free(y);
+    }
 }
 
 /* the fused attention against the two-pass reference, f32 and f16 caches, head dims 256 and 512,
