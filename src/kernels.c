@@ -70,6 +70,15 @@ static void ref_softcap_f32(int64_t n, float c, float *x) {
     for (int64_t i = 0; i < n; i++) x[i] = tanhf(x[i] * inv) * c;
 }
 
+static float ref_exp_sum_f32(int64_t n, float m, float *x) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - m);
+        sum += x[i];
+    }
+    return sum;
+}
+
 static eli_kernels ref_table, avx2_table, avx512_table, neon_table, neon_dp_table, *best_table;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
@@ -92,6 +101,7 @@ static void overlay(eli_kernels *dst, const eli_kernels *base, const eli_kernels
     if (over->f16_to_f32) dst->f16_to_f32 = over->f16_to_f32;
     if (over->scale_f32) dst->scale_f32 = over->scale_f32;
     if (over->softcap_f32) dst->softcap_f32 = over->softcap_f32;
+    if (over->exp_sum_f32) dst->exp_sum_f32 = over->exp_sum_f32;
 }
 
 static void init_tables(void) {
@@ -111,6 +121,7 @@ static void init_tables(void) {
     ref_table.f16_to_f32 = ref_f16_to_f32;
     ref_table.scale_f32 = ref_scale_f32;
     ref_table.softcap_f32 = ref_softcap_f32;
+    ref_table.exp_sum_f32 = ref_exp_sum_f32;
     best_table = &ref_table;
 
     const eli_cpu_features *f = eli_cpu_get();

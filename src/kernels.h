@@ -61,6 +61,9 @@ typedef struct eli_kernels {
     void (*scale_f32)(int64_t n, float a, float *y);                /* y *= a */
     /* x = c * tanh(x / c) (the final logit softcap): within 4e-7 relative of c * tanhf(x * (1 / c)) */
     void (*softcap_f32)(int64_t n, float c, float *x);
+    /* x[i] = exp(x[i] - m) for x[i] <= m, returning their sum (the fused attention's softmax numerators):
+     * within 4e-7 relative of expf, results below 1e-37 may come out as 0 or as tiny values */
+    float (*exp_sum_f32)(int64_t n, float m, float *x);
 } eli_kernels;
 
 const eli_kernels *eli_kernels_reference(void);

@@ -1046,24 +1046,11 @@ static void scale_f32(int64_t n, float a, float *y) {
     for (; i < n; i++) y[i] *= a;
 }
 
-/* tanh(x) for 8 floats: the odd Taylor series to x^13 below |x| = 0.4 (the next term is under 4e-9
- * relative there), else 1 - 2 / (exp(2|x|) + 1) with the sign put back, where the subtraction loses at most
- * a factor 1.7 of exp's ~1 ulp; exp(y) = 2^n exp(r), |r| <= ln2/2, by the Taylor series to r^7. |x| is
- * clamped at 10, where tanh rounds to 1. */
-static inline __m256 tanh8(__m256 x) {
-    const __m256 sign = _mm256_and_ps(x, _mm256_set1_ps(-0.0f));
-    const __m256 a = _mm256_min_ps(vabs(x), _mm256_set1_ps(10.0f));
-    /* small |x| */
-    const __m256 z = _mm256_mul_ps(a, a);
-    __m256 t = _mm256_set1_ps(21844.0f / 6081075.0f);
-    t = _mm256_fmadd_ps(t, z, _mm256_set1_ps(-1382.0f / 155925.0f));
-    t = _mm256_fmadd_ps(t, z, _mm256_set1_ps(62.0f / 2835.0f));
-    t = _mm256_fmadd_ps(t, z, _mm256_set1_ps(-17.0f / 315.0f));
-    t = _mm256_fmadd_ps(t, z, _mm256_set1_ps(2.0f / 15.0f));
-    t = _mm256_fmadd_ps(t, z, _mm256_set1_ps(-1.0f / 3.0f));
-    const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(t, z), a, a);
-    /* exp(2|x|): n = round(y / ln2), r = y - n ln2 in two parts (ln2 = hi + lo, hi exact in 16 bits) */
-    const __m256 y = _mm256_add_ps(a, a);
+/* exp(y) for 8 floats, y clamped to [-87, 88] (the normal range): 2^n exp(r), n = round(y / ln2),
+ * r = y - n ln2 in two parts (ln2 = hi + lo, hi exact in 15 bits) so |r| <= ln2/2, exp(r) by its Taylor
+ * series to r^7 (the next term is under 1e-8 relative). */
+static inline __m256 exp8(__m256 y) {
+    y = _mm256_min_ps(_mm256_max_ps(y, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
     const __m256 n = _mm256_round_ps(_mm256_mul_ps(y, _mm256_set1_ps(1.44269504088896341f)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), y);
@@ -1076,12 +1063,53 @@ static inline __m256 tanh8(__m256 x) {
     e = _mm256_fmadd_ps(e, r, _mm256_set1_ps(0.5f));
     e = _mm256_fmadd_ps(e, r, _mm256_set1_ps(1.0f));
     e = _mm256_fmadd_ps(e, r, _mm256_set1_ps(1.0f));
-    const __m256i scale = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    e = _mm256_mul_ps(e, _mm256_castsi256_ps(scale));
+    /* 2^n in two factors, as 2^88 itself is not a float */
+    const __m256i ni = _mm256_cvtps_epi32(n), half = _mm256_srai_epi32(ni, 1);
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(half, _mm256_set1_epi32(127)), 23));
+    const __m256 s2 =
+        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, half), _mm256_set1_epi32(127)), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(e, s1), s2);
+}
+
+/* tanh(x) for 8 floats: the odd Taylor series to x^13 below |x| = 0.4 (the next term is under 4e-9
+ * relative there), else 1 - 2 / (exp(2|x|) + 1) with the sign put back, where the subtraction loses at most
+ * a factor 1.7 of exp's ~1 ulp. |x| is clamped at 10, where tanh rounds to 1. */
+static inline __m256 tanh8(__m256 x) {
+    const __m256 sign = _mm256_and_ps(x, _mm256_set1_ps(-0.0f));
+    const __m256 a = _mm256_min_ps(vabs(x), _mm256_set1_ps(10.0f));
+    const __m256 z = _mm256_mul_ps(a, a);
+    __m256 t = _mm256_set1_ps(21844.0f / 6081075.0f);
+    t = _mm256_fmadd_ps(t, z, _mm256_set1_ps(-1382.0f / 155925.0f));
+    t = _mm256_fmadd_ps(t, z, _mm256_set1_ps(62.0f / 2835.0f));
+    t = _mm256_fmadd_ps(t, z, _mm256_set1_ps(-17.0f / 315.0f));
+    t = _mm256_fmadd_ps(t, z, _mm256_set1_ps(2.0f / 15.0f));
+    t = _mm256_fmadd_ps(t, z, _mm256_set1_ps(-1.0f / 3.0f));
+    const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(t, z), a, a);
     const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 e = exp8(_mm256_add_ps(a, a));
     const __m256 big = _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, one)));
     const __m256 res = _mm256_blendv_ps(big, small, _mm256_cmp_ps(a, _mm256_set1_ps(0.4f), _CMP_LT_OQ));
     return _mm256_or_ps(res, sign);
+}
+
+/* x[i] = exp(x[i] - m), returning their sum: the softmax numerators of a chunk of attention scores */
+static float exp_sum_f32(int64_t n, float m, float *x) {
+    const __m256 vm = _mm256_set1_ps(m);
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        _mm256_storeu_ps(x + i, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    float sum = hsum_ps(acc);
+    if (i < n) { /* the tail through a padded vector, so every element sees the same function */
+        float buf[8];
+        for (int j = 0; j < 8; j++) buf[j] = i + j < n ? x[i + j] : m;
+        _mm256_storeu_ps(buf, exp8(_mm256_sub_ps(_mm256_loadu_ps(buf), vm)));
+        for (int j = 0; i + j < n; j++) x[i + j] = buf[j], sum += buf[j];
+    }
+    return sum;
 }
 
 static void softcap_f32(int64_t n, float c, float *x) {
@@ -1175,6 +1203,7 @@ const eli_kernels eli_kernels_avx2_table = {
     .attn_qk = {[ELI_TYPE_F32] = attn_qk_f32, [ELI_TYPE_F16] = attn_qk_f16},
     .attn_pv = {[ELI_TYPE_F32] = attn_pv_f32, [ELI_TYPE_F16] = attn_pv_f16},
     .softcap_f32 = softcap_f32,
+    .exp_sum_f32 = exp_sum_f32,
     .f16_to_f32 = f16_to_f32,
     .scale_f32 = scale_f32,
 };

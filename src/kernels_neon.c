@@ -913,21 +913,10 @@ static void scale_f32(int64_t n, float a, float *y) {
     for (; i < n; i++) y[i] *= a;
 }
 
-/* tanh(x) for 4 floats, as tanh8 of kernels_avx2.c: the odd Taylor series to x^13 below |x| = 0.4, else
- * 1 - 2 / (exp(2|x|) + 1) with the sign put back; exp(y) = 2^n exp(r), |r| <= ln2/2, by the Taylor series
- * to r^7; |x| clamped at 10, where tanh rounds to 1. */
-static inline float32x4_t tanh4(float32x4_t x) {
-    const uint32x4_t sign = vandq_u32(vreinterpretq_u32_f32(x), vdupq_n_u32(0x80000000u));
-    const float32x4_t a = vminq_f32(vabsq_f32(x), vdupq_n_f32(10.0f));
-    const float32x4_t z = vmulq_f32(a, a);
-    float32x4_t t = vdupq_n_f32(21844.0f / 6081075.0f);
-    t = vfmaq_f32(vdupq_n_f32(-1382.0f / 155925.0f), t, z);
-    t = vfmaq_f32(vdupq_n_f32(62.0f / 2835.0f), t, z);
-    t = vfmaq_f32(vdupq_n_f32(-17.0f / 315.0f), t, z);
-    t = vfmaq_f32(vdupq_n_f32(2.0f / 15.0f), t, z);
-    t = vfmaq_f32(vdupq_n_f32(-1.0f / 3.0f), t, z);
-    const float32x4_t small = vfmaq_f32(a, vmulq_f32(t, z), a);
-    const float32x4_t y = vaddq_f32(a, a);
+/* exp(y) for 4 floats, as exp8 of kernels_avx2.c: y clamped to [-87, 88], 2^n exp(r) with |r| <= ln2/2
+ * (two-part ln2) and exp(r) by its Taylor series to r^7, 2^n applied in two factors. */
+static inline float32x4_t exp4(float32x4_t y) {
+    y = vminq_f32(vmaxq_f32(y, vdupq_n_f32(-87.0f)), vdupq_n_f32(88.0f));
     const float32x4_t n = vrndnq_f32(vmulq_f32(y, vdupq_n_f32(1.44269504088896341f)));
     float32x4_t r = vfmsq_f32(y, n, vdupq_n_f32(0.693145751953125f));
     r = vfmsq_f32(r, n, vdupq_n_f32(1.428606765330187e-06f));
@@ -939,12 +928,50 @@ static inline float32x4_t tanh4(float32x4_t x) {
     e = vfmaq_f32(vdupq_n_f32(0.5f), e, r);
     e = vfmaq_f32(vdupq_n_f32(1.0f), e, r);
     e = vfmaq_f32(vdupq_n_f32(1.0f), e, r);
-    const int32x4_t scale = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
-    e = vmulq_f32(e, vreinterpretq_f32_s32(scale));
+    const int32x4_t ni = vcvtq_s32_f32(n), half = vshrq_n_s32(ni, 1);
+    const float32x4_t s1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(half, vdupq_n_s32(127)), 23));
+    const float32x4_t s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vsubq_s32(ni, half), vdupq_n_s32(127)), 23));
+    return vmulq_f32(vmulq_f32(e, s1), s2);
+}
+
+/* tanh(x) for 4 floats, as tanh8 of kernels_avx2.c: the odd Taylor series to x^13 below |x| = 0.4, else
+ * 1 - 2 / (exp(2|x|) + 1) with the sign put back; |x| clamped at 10, where tanh rounds to 1. */
+static inline float32x4_t tanh4(float32x4_t x) {
+    const uint32x4_t sign = vandq_u32(vreinterpretq_u32_f32(x), vdupq_n_u32(0x80000000u));
+    const float32x4_t a = vminq_f32(vabsq_f32(x), vdupq_n_f32(10.0f));
+    const float32x4_t z = vmulq_f32(a, a);
+    float32x4_t t = vdupq_n_f32(21844.0f / 6081075.0f);
+    t = vfmaq_f32(vdupq_n_f32(-1382.0f / 155925.0f), t, z);
+    t = vfmaq_f32(vdupq_n_f32(62.0f / 2835.0f), t, z);
+    t = vfmaq_f32(vdupq_n_f32(-17.0f / 315.0f), t, z);
+    t = vfmaq_f32(vdupq_n_f32(2.0f / 15.0f), t, z);
+    t = vfmaq_f32(vdupq_n_f32(-1.0f / 3.0f), t, z);
+    const float32x4_t small = vfmaq_f32(a, vmulq_f32(t, z), a);
     const float32x4_t one = vdupq_n_f32(1.0f);
+    const float32x4_t e = exp4(vaddq_f32(a, a));
     const float32x4_t big = vsubq_f32(one, vdivq_f32(vdupq_n_f32(2.0f), vaddq_f32(e, one)));
     const float32x4_t res = vbslq_f32(vcltq_f32(a, vdupq_n_f32(0.4f)), small, big);
     return vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(res), sign));
+}
+
+/* x[i] = exp(x[i] - m), returning their sum: the softmax numerators of a chunk of attention scores */
+static float exp_sum_f32(int64_t n, float m, float *x) {
+    const float32x4_t vm = vdupq_n_f32(m);
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t e = exp4(vsubq_f32(vld1q_f32(x + i), vm));
+        vst1q_f32(x + i, e);
+        acc = vaddq_f32(acc, e);
+    }
+    float sum = vaddvq_f32(acc);
+    if (i < n) { /* the tail through a padded vector, so every element sees the same function */
+        float buf[4];
+        for (int j = 0; j < 4; j++) buf[j] = i + j < n ? x[i + j] : m;
+        vst1q_f32(buf, exp4(vsubq_f32(vld1q_f32(buf), vm)));
+        for (int j = 0; i + j < n; j++) x[i + j] = buf[j], sum += buf[j];
+    }
+    return sum;
 }
 
 static void softcap_f32(int64_t n, float c, float *x) {
@@ -973,7 +1000,8 @@ static void softcap_f32(int64_t n, float c, float *x) {
                 [ELI_TYPE_Q8_0] = 4},                                                 \
     .attn_qk = {[ELI_TYPE_F32] = attn_qk_f32, [ELI_TYPE_F16] = attn_qk_f16},              \
     .attn_pv = {[ELI_TYPE_F32] = attn_pv_f32, [ELI_TYPE_F16] = attn_pv_f16},              \
-    .f16_to_f32 = f16_to_f32, .scale_f32 = scale_f32, .softcap_f32 = softcap_f32
+    .f16_to_f32 = f16_to_f32, .scale_f32 = scale_f32, .softcap_f32 = softcap_f32, \
+    .exp_sum_f32 = exp_sum_f32
 
 const eli_kernels eli_kernels_neon_table = {
     .name = "neon",

@@ -292,12 +292,7 @@ void eli_attend_flash(const eli_kernels *k, const float *q, int G, int d, const 
                 }
                 mx[g] = cm;
             }
-            float acc = 0.0f;
-            for (int jj = 0; jj < nc; jj++) {
-                sg[jj] = expf(sg[jj] - cm);
-                acc += sg[jj];
-            }
-            sum[g] += acc;
+            sum[g] += k->exp_sum_f32(nc, cm, sg);
         }
         pv(d, (int)nc, v_head + (size_t)c0 * row_bytes, row_bytes, G, s, FLASH_CHUNK, out);
         p0 += nc;

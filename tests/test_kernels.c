@@ -298,6 +298,39 @@ static void check_table(const eli_kernels *K, const eli_kernels *R) {
         CHECK(bad == 0, "%s: softcap off tanhf in %d of %lld", K->name, bad, (long long)n);
         free(x), free(y);
     }
+
+    /* the softmax numerators: exp on a fine grid over [-90, 0] (every length's tail), each within 4e-7
+     * relative of expf where expf is normal, the sum within 1e-5 relative */
+    {
+        const int64_t n = 90011;
+        float *x = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
+        const float m = 3.5f;
+        for (int64_t i = 0; i < n; i++) x[i] = m - 90.0f * (float)i / (float)(n - 1);
+        int bad = 0;
+        double worst = 0;
+        const int64_t lens[] = {1, 3, 7, 8, 9, 15, 17, 31, 64, 65, 1000};
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            for (int64_t off = 0; off < n; off += lens[li]) { /* runs of that length over the whole grid */
+                const int64_t l = n - off < lens[li] ? n - off : lens[li];
+                memcpy(y, x + off, sizeof(float) * (size_t)l);
+                const float sum = K->exp_sum_f32(l, m, y);
+                double want_sum = 0;
+                for (int64_t i = 0; i < l; i++) {
+                    const float want = expf(x[off + i] - m);
+                    want_sum += want;
+                    if (want < 1e-37f) continue;
+                    const double rel = fabs((double)y[i] - want) / want;
+                    worst = rel > worst ? rel : worst;
+                    bad += rel > 4e-7;
+                }
+                /* float accumulation, as the reference; sums of only sub-1e-37 values may differ */
+                bad += want_sum > 1e-30 && fabs(sum - want_sum) > 1e-5 * want_sum;
+            }
+        }
+        printf("  exp_sum: worst relative error %.3g (%s)\n", worst, K->name);
+        CHECK(bad == 0, "%s: exp_sum off expf in %d cases", K->name, bad);
+        free(x), free(y);
+    }
 }
 
 /* the fused attention against the two-pass reference, f32 and f16 caches, head dims 256 and 512,
