@@ -7,7 +7,7 @@
 #include <time.h>
 
 #define PAUSE_MAX 256   /* longest pause, in tokens */
-#define SPEED_SAMPLES 4 /* plain steps measured before the first round (greedy) */
+#define SPEED_SAMPLES 4 /* plain steps measured before the first round, rounds before their costs count (greedy) */
 #define PROBE_EVERY 256 /* tokens committed by rounds between two re-measurements of plain steps (greedy) */
 #define DECAY 0.9       /* weight of the acceptance counts per round: the rate follows the text */
 /* The costs of a draft step and of each verified token after the first, relative to a plain step, that
@@ -178,7 +178,9 @@ void eli_spec_note_plain(eli_spec *s, double seconds) {
 static void adapt(eli_spec *s) {
     const double a = s->n_acc / (s->n_acc + s->n_rej);
     double draft = NOMINAL_DRAFT, token = NOMINAL_TOKEN;
-    if (greedy(s) && s->n_plain > 0 && s->t_plain > 0) {
+    /* a few rounds are measured before their costs replace the nominal ones: one sample is mostly noise */
+    const int measured = greedy(s) && s->n_rounds >= SPEED_SAMPLES && s->n_plain > 0 && s->t_plain > 0;
+    if (measured) {
         draft = s->t_draft / s->t_plain;
         token = s->t_token / s->t_plain;
     }
@@ -192,7 +194,7 @@ static void adapt(eli_spec *s) {
     }
     s->window = best_w;
     s->stats.window = best_w;
-    if (best < 1.0) {
+    if (best < 1.0 && (measured || !greedy(s))) {
         s->pause = s->pause_len;
         s->pause_len = s->pause_len * 2 < PAUSE_MAX ? s->pause_len * 2 : PAUSE_MAX;
     } else {
