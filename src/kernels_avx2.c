@@ -893,7 +893,8 @@ static void vec_dot_f16_nr(int64_t n, int nr, const void *vx, size_t bx, const v
     }
 }
 
-/* 2 rows x 3 tokens tiles; a token tail of 1 or 2 goes through the one-token kernel per token */
+/* 2 rows x 3 tokens tiles; a token tail of 2 in 2 x 2 tiles (an MTP verify batch of 2 or 5 tokens would
+ * otherwise read its weights once more per token), of 1 through the one-token kernel */
 static void gemm_f16(int64_t n, int nr, int nt, const void *vx, size_t bx, const void *vy, size_t by, float *s,
                      size_t bs) {
     const uint8_t *x = vx, *y = vy;
@@ -905,7 +906,15 @@ static void gemm_f16(int64_t n, int nr, int nt, const void *vx, size_t bx, const
         for (; r + 2 <= nr; r += 2) f16_tile(2, 3, n, x + (size_t)r * bx, bx, yt, by, st + r, bs);
         if (r < nr) f16_tile(1, 3, n, x + (size_t)r * bx, bx, yt, by, st + r, bs);
     }
-    for (; t < nt; t++) vec_dot_f16_nr(n, nr, vx, bx, y + (size_t)t * by, s + (size_t)t * bs);
+    if (nt - t == 2) {
+        const uint8_t *yt = y + (size_t)t * by;
+        float *st = s + (size_t)t * bs;
+        int r = 0;
+        for (; r + 2 <= nr; r += 2) f16_tile(2, 2, n, x + (size_t)r * bx, bx, yt, by, st + r, bs);
+        if (r < nr) f16_tile(1, 2, n, x + (size_t)r * bx, bx, yt, by, st + r, bs);
+        t += 2;
+    }
+    if (t < nt) vec_dot_f16_nr(n, nr, vx, bx, y + (size_t)t * by, s + (size_t)t * bs);
 }
 
 /* ---------------------------------------------------------------------------------------------------
