@@ -493,7 +493,8 @@ static int s_reset(eli_backend_session *s) {
 static int s_reset_keep(eli_backend_session *s, int32_t n_keep) { return (int)eli_gen_reset_keep(s->gen, n_keep); }
 
 int eli_gen_save(eli_gen *g, const char *path, eli_error *err) {
-    eli_slot_state st = {g->tokens, g->n_tokens, g->cap_tokens, g->pending, g->logits_valid, g->done, g->n_generated};
+    eli_slot_state st = {g->tokens, g->n_tokens, g->cap_tokens, g->pending, g->logits_valid, g->done, g->n_generated, {0}};
+    eli_sampler_get_rng(g->smp, st.rng);
     return eli_slot_save(path, g->m, g->ctx, g->p.ctx.n_ubatch, &st, g->logits, err);
 }
 
@@ -514,6 +515,7 @@ int eli_gen_restore(eli_gen *g, const char *path, eli_error *err) {
     eli_decoder_reset(g->dec);
     if (g->spec) eli_spec_reset(g->spec);
     resync_sampler(g);
+    eli_sampler_set_rng(g->smp, st.rng); /* after the resync, which restarts the stream from the seed */
     return ELI_OK;
 }
 

@@ -427,7 +427,7 @@ static int head(eli_context *c, int64_t first, int64_t T, float *logits, float *
     if (!logits) return ELI_OK;
     int rc = eli_matmul_k(c->pool, c->kern, &m->output, 0, c->xn, n, logits, &c->qbuf);
     if (rc) return rc;
-    if (hp->final_softcap > 0) eli_softcap(logits, n * hp->n_vocab, hp->final_softcap);
+    if (hp->final_softcap > 0) c->kern->softcap_f32(n * hp->n_vocab, hp->final_softcap, logits);
     return ELI_OK;
 }
 

@@ -1,6 +1,7 @@
 /* The kernel tables: the scalar reference (quants.c) and the best one for this CPU. */
 #include "kernels.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,20 +18,43 @@ extern const eli_kernels eli_kernels_neon_table, eli_kernels_neon_dotprod_table;
 int eli_kernels_neon_has_dotprod(void);
 #endif
 
-static float ref_dot_f32(int64_t n, const float *a, const float *b) {
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
+/* element i of cache row r (F32 or F16) */
+static inline float ref_elem(int f16, const uint8_t *r, int64_t i) {
+    return f16 ? eli_fp16_to_fp32(((const eli_fp16 *)r)[i]) : ((const float *)r)[i];
 }
 
-static float ref_dot_f16_f32(int64_t n, const eli_fp16 *a, const float *b) {
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; i++) s += eli_fp16_to_fp32(a[i]) * b[i];
-    return s;
+static inline void ref_qk(int f16, int64_t d, int nc, const void *rows, size_t rb, int G, const float *q, float *s,
+                          size_t ss) {
+    for (int j = 0; j < nc; j++) {
+        const uint8_t *r = (const uint8_t *)rows + (size_t)j * rb;
+        for (int g = 0; g < G; g++) {
+            float acc = 0.0f;
+            for (int64_t i = 0; i < d; i++) acc += ref_elem(f16, r, i) * q[(size_t)g * d + i];
+            s[(size_t)g * ss + j] = acc;
+        }
+    }
 }
 
-static void ref_axpy_f32(int64_t n, float a, const float *x, float *y) {
-    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+static inline void ref_pv(int f16, int64_t d, int nc, const void *rows, size_t rb, int G, const float *p, size_t ss,
+                          float *out) {
+    for (int j = 0; j < nc; j++) {
+        const uint8_t *r = (const uint8_t *)rows + (size_t)j * rb;
+        for (int g = 0; g < G; g++)
+            for (int64_t i = 0; i < d; i++) out[(size_t)g * d + i] += p[(size_t)g * ss + j] * ref_elem(f16, r, i);
+    }
+}
+
+static void ref_qk_f32(int64_t d, int nc, const void *rows, size_t rb, int G, const float *q, float *s, size_t ss) {
+    ref_qk(0, d, nc, rows, rb, G, q, s, ss);
+}
+static void ref_qk_f16(int64_t d, int nc, const void *rows, size_t rb, int G, const float *q, float *s, size_t ss) {
+    ref_qk(1, d, nc, rows, rb, G, q, s, ss);
+}
+static void ref_pv_f32(int64_t d, int nc, const void *rows, size_t rb, int G, const float *p, size_t ss, float *out) {
+    ref_pv(0, d, nc, rows, rb, G, p, ss, out);
+}
+static void ref_pv_f16(int64_t d, int nc, const void *rows, size_t rb, int G, const float *p, size_t ss, float *out) {
+    ref_pv(1, d, nc, rows, rb, G, p, ss, out);
 }
 
 static void ref_f16_to_f32(int64_t n, const eli_fp16 *x, float *y) {
@@ -39,6 +63,20 @@ static void ref_f16_to_f32(int64_t n, const eli_fp16 *x, float *y) {
 
 static void ref_scale_f32(int64_t n, float a, float *y) {
     for (int64_t i = 0; i < n; i++) y[i] *= a;
+}
+
+static void ref_softcap_f32(int64_t n, float c, float *x) {
+    const float inv = 1.0f / c;
+    for (int64_t i = 0; i < n; i++) x[i] = tanhf(x[i] * inv) * c;
+}
+
+static float ref_exp_sum_f32(int64_t n, float m, float *x) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - m);
+        sum += x[i];
+    }
+    return sum;
 }
 
 static eli_kernels ref_table, avx2_table, avx512_table, neon_table, neon_dp_table, *best_table;
@@ -58,12 +96,13 @@ static void overlay(eli_kernels *dst, const eli_kernels *base, const eli_kernels
             dst->gemm_nr[t] = over->gemm[t] ? over->gemm_nr[t] : 0;
         }
         if (over->quantize[t]) dst->quantize[t] = over->quantize[t];
+        if (over->attn_qk[t]) dst->attn_qk[t] = over->attn_qk[t];
+        if (over->attn_pv[t]) dst->attn_pv[t] = over->attn_pv[t];
     }
-    if (over->dot_f32) dst->dot_f32 = over->dot_f32;
-    if (over->dot_f16_f32) dst->dot_f16_f32 = over->dot_f16_f32;
-    if (over->axpy_f32) dst->axpy_f32 = over->axpy_f32;
     if (over->f16_to_f32) dst->f16_to_f32 = over->f16_to_f32;
     if (over->scale_f32) dst->scale_f32 = over->scale_f32;
+    if (over->softcap_f32) dst->softcap_f32 = over->softcap_f32;
+    if (over->exp_sum_f32) dst->exp_sum_f32 = over->exp_sum_f32;
 }
 
 static void init_tables(void) {
@@ -76,11 +115,14 @@ static void init_tables(void) {
         ref_table.nr[t] = 1;
         ref_table.quantize[t] = tt->quantize;
     }
-    ref_table.dot_f32 = ref_dot_f32;
-    ref_table.dot_f16_f32 = ref_dot_f16_f32;
-    ref_table.axpy_f32 = ref_axpy_f32;
+    ref_table.attn_qk[ELI_TYPE_F32] = ref_qk_f32;
+    ref_table.attn_qk[ELI_TYPE_F16] = ref_qk_f16;
+    ref_table.attn_pv[ELI_TYPE_F32] = ref_pv_f32;
+    ref_table.attn_pv[ELI_TYPE_F16] = ref_pv_f16;
     ref_table.f16_to_f32 = ref_f16_to_f32;
     ref_table.scale_f32 = ref_scale_f32;
+    ref_table.softcap_f32 = ref_softcap_f32;
+    ref_table.exp_sum_f32 = ref_exp_sum_f32;
     best_table = &ref_table;
 
     const eli_cpu_features *f = eli_cpu_get();

@@ -39,6 +39,15 @@ typedef void (*eli_gemv_fn)(int64_t n, int64_t rows, const void *x, size_t bx, c
  * rows are bx bytes apart, tokens (in the weight's vec_dot_type) by bytes apart. */
 typedef void (*eli_gemm_fn)(int64_t n, int nr, int nt, const void *x, size_t bx, const void *y, size_t by, float *s,
                             size_t bs);
+/* Fused attention over nc consecutive cache rows of d elements (F32 or F16, rows rb bytes apart) for the G
+ * query heads that share them (float accumulation):
+ *   qk: s[g * ss + j] = dot(row j, q + g * d);
+ *   pv: out[g * d + i] += p[g * ss + j] * row j [i], for j = 0 .. nc-1 in that order, one rounding per term
+ *       (FMA where the table has it), the values held in registers across the rows. */
+typedef void (*eli_attn_qk_fn)(int64_t d, int nc, const void *rows, size_t rb, int G, const float *q, float *s,
+                               size_t ss);
+typedef void (*eli_attn_pv_fn)(int64_t d, int nc, const void *rows, size_t rb, int G, const float *p, size_t ss,
+                               float *out);
 
 typedef struct eli_kernels {
     const char *name;
@@ -51,12 +60,17 @@ typedef struct eli_kernels {
     int gemm_nr[ELI_TYPE_COUNT];                  /* rows per gemm call (<= ELI_KERNEL_MAX_GEMM_NR) */
     /* per activation type (Q8_0, Q8_1, Q8_K, F16, BF16): f32 row -> that format */
     eli_quantize_fn quantize[ELI_TYPE_COUNT];
-    /* attention helpers (n floats) */
-    float (*dot_f32)(int64_t n, const float *a, const float *b);      /* float accumulation */
-    float (*dot_f16_f32)(int64_t n, const eli_fp16 *a, const float *b);
-    void (*axpy_f32)(int64_t n, float a, const float *x, float *y); /* y += a * x */
+    /* per KV cache type (F32, F16): the fused attention's two halves */
+    eli_attn_qk_fn attn_qk[ELI_TYPE_COUNT];
+    eli_attn_pv_fn attn_pv[ELI_TYPE_COUNT];
+    /* n floats */
     void (*f16_to_f32)(int64_t n, const eli_fp16 *x, float *y);
     void (*scale_f32)(int64_t n, float a, float *y);                /* y *= a */
+    /* x = c * tanh(x / c) (the final logit softcap): within 4e-7 relative of c * tanhf(x * (1 / c)) */
+    void (*softcap_f32)(int64_t n, float c, float *x);
+    /* x[i] = exp(x[i] - m) for x[i] <= m, returning their sum (the fused attention's softmax numerators):
+     * within 4e-7 relative of expf, results below 1e-37 may come out as 0 or as tiny values */
+    float (*exp_sum_f32)(int64_t n, float m, float *x);
 } eli_kernels;
 
 const eli_kernels *eli_kernels_reference(void);

@@ -597,41 +597,125 @@ ELI_X86_F16(2)
  * attention helpers (float accumulation, FMA)
  * ------------------------------------------------------------------------------------------------- */
 
-static float dot_f32(int64_t n, const float *a, const float *b) {
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
-        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
-        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
-    }
-    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-    float s = hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-    for (; i < n; i++) s += a[i] * b[i];
-    return s;
+/* 8 elements of a cache row, F16 or F32, as floats */
+static inline __m256 ld8_row(int f16, const uint8_t *r, int64_t i) {
+    return f16 ? LD8_F16(r + 2 * i) : _mm256_loadu_ps((const float *)r + i);
 }
 
-static float dot_f16_f32(int64_t n, const eli_fp16 *a, const float *b) {
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm256_fmadd_ps(LD8_F16(a + i), _mm256_loadu_ps(b + i), s0);
-        s1 = _mm256_fmadd_ps(LD8_F16(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
-        s2 = _mm256_fmadd_ps(LD8_F16(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
-        s3 = _mm256_fmadd_ps(LD8_F16(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
-    }
-    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(LD8_F16(a + i), _mm256_loadu_ps(b + i), s0);
-    float s = hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-    for (; i < n; i++) s += _cvtsh_ss(a[i]) * b[i];
-    return s;
+static inline float elem_row(int f16, const uint8_t *r, int64_t i) {
+    return f16 ? _cvtsh_ss(((const eli_fp16 *)r)[i]) : ((const float *)r)[i];
 }
 
-static void axpy_f32(int64_t n, float a, const float *x, float *y) {
-    const __m256 va = _mm256_set1_ps(a);
+/* Scores of C cells x GB heads: each K row is loaded (and converted) once for all the heads, and the
+ * C * GB accumulators are independent FMA chains. */
+static inline __attribute__((always_inline)) void qk_tile(int f16, int C, int GB, int64_t d, const uint8_t *r,
+                                                          size_t rb, const float *q, float *s, size_t ss) {
+    __m256 acc[2][4];
+    for (int c = 0; c < C; c++)
+        for (int g = 0; g < GB; g++) acc[c][g] = _mm256_setzero_ps();
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-    for (; i < n; i++) y[i] += a * x[i];
+    for (; i + 8 <= d; i += 8) {
+        __m256 k[2];
+        for (int c = 0; c < C; c++) k[c] = ld8_row(f16, r + (size_t)c * rb, i);
+        for (int g = 0; g < GB; g++) {
+            const __m256 qv = _mm256_loadu_ps(q + (size_t)g * d + i);
+            for (int c = 0; c < C; c++) acc[c][g] = _mm256_fmadd_ps(k[c], qv, acc[c][g]);
+        }
+    }
+    for (int c = 0; c < C; c++)
+        for (int g = 0; g < GB; g++) {
+            float v = hsum_ps(acc[c][g]);
+            for (int64_t t = i; t < d; t++) v += elem_row(f16, r + (size_t)c * rb, t) * q[(size_t)g * d + t];
+            s[(size_t)g * ss + c] = v;
+        }
+}
+
+static inline __attribute__((always_inline)) void attn_qk(int f16, int64_t d, int nc, const void *rows, size_t rb,
+                                                          int G, const float *q, float *s, size_t ss) {
+    for (int g0 = 0; g0 < G; g0 += 4) {
+        const int gb = G - g0 < 4 ? G - g0 : 4;
+        const float *qg = q + (size_t)g0 * d;
+        float *sg = s + (size_t)g0 * ss;
+        int j = 0;
+        for (; j + 2 <= nc; j += 2) {
+            const uint8_t *r = (const uint8_t *)rows + (size_t)j * rb;
+            switch (gb) {
+            case 1: qk_tile(f16, 2, 1, d, r, rb, qg, sg + j, ss); break;
+            case 2: qk_tile(f16, 2, 2, d, r, rb, qg, sg + j, ss); break;
+            case 3: qk_tile(f16, 2, 3, d, r, rb, qg, sg + j, ss); break;
+            default: qk_tile(f16, 2, 4, d, r, rb, qg, sg + j, ss); break;
+            }
+        }
+        if (j < nc) {
+            const uint8_t *r = (const uint8_t *)rows + (size_t)j * rb;
+            switch (gb) {
+            case 1: qk_tile(f16, 1, 1, d, r, rb, qg, sg + j, ss); break;
+            case 2: qk_tile(f16, 1, 2, d, r, rb, qg, sg + j, ss); break;
+            case 3: qk_tile(f16, 1, 3, d, r, rb, qg, sg + j, ss); break;
+            default: qk_tile(f16, 1, 4, d, r, rb, qg, sg + j, ss); break;
+            }
+        }
+    }
+}
+
+/* out[g][i0 .. i0 + 8W) += sum_j p[g][j] * row j, for GB heads: the outputs stay in registers over
+ * all nc rows, each V slice is loaded once for the GB heads. */
+static inline __attribute__((always_inline)) void pv_tile(int f16, int W, int GB, int64_t d, int64_t i0, int nc,
+                                                          const uint8_t *rows, size_t rb, const float *p, size_t ss,
+                                                          float *out) {
+    __m256 acc[4][2];
+    for (int g = 0; g < GB; g++)
+        for (int w = 0; w < W; w++) acc[g][w] = _mm256_loadu_ps(out + (size_t)g * d + i0 + 8 * w);
+    for (int j = 0; j < nc; j++) {
+        const uint8_t *r = rows + (size_t)j * rb;
+        __m256 v[2];
+        for (int w = 0; w < W; w++) v[w] = ld8_row(f16, r, i0 + 8 * w);
+        for (int g = 0; g < GB; g++) {
+            const __m256 pg = _mm256_broadcast_ss(p + (size_t)g * ss + j);
+            for (int w = 0; w < W; w++) acc[g][w] = _mm256_fmadd_ps(pg, v[w], acc[g][w]);
+        }
+    }
+    for (int g = 0; g < GB; g++)
+        for (int w = 0; w < W; w++) _mm256_storeu_ps(out + (size_t)g * d + i0 + 8 * w, acc[g][w]);
+}
+
+#define PV_TILES(W, GB_EXPR)                                                                                     \
+    switch (GB_EXPR) {                                                                                           \
+    case 1: pv_tile(f16, W, 1, d, i, nc, r, rb, pg, ss, og); break;                                              \
+    case 2: pv_tile(f16, W, 2, d, i, nc, r, rb, pg, ss, og); break;                                              \
+    case 3: pv_tile(f16, W, 3, d, i, nc, r, rb, pg, ss, og); break;                                              \
+    default: pv_tile(f16, W, 4, d, i, nc, r, rb, pg, ss, og); break;                                             \
+    }
+
+static inline __attribute__((always_inline)) void attn_pv(int f16, int64_t d, int nc, const void *rows, size_t rb,
+                                                          int G, const float *p, size_t ss, float *out) {
+    const uint8_t *r = rows;
+    for (int g0 = 0; g0 < G; g0 += 4) {
+        const int gb = G - g0 < 4 ? G - g0 : 4;
+        const float *pg = p + (size_t)g0 * ss;
+        float *og = out + (size_t)g0 * d;
+        int64_t i = 0;
+        for (; i + 16 <= d; i += 16) PV_TILES(2, gb)
+        for (; i + 8 <= d; i += 8) PV_TILES(1, gb)
+        for (; i < d; i++)
+            for (int j = 0; j < nc; j++)
+                for (int g = 0; g < gb; g++)
+                    og[(size_t)g * d + i] = fmaf(pg[(size_t)g * ss + j], elem_row(f16, r + (size_t)j * rb, i),
+                                                 og[(size_t)g * d + i]);
+    }
+}
+
+static void attn_qk_f32(int64_t d, int nc, const void *rows, size_t rb, int G, const float *q, float *s, size_t ss) {
+    attn_qk(0, d, nc, rows, rb, G, q, s, ss);
+}
+static void attn_qk_f16(int64_t d, int nc, const void *rows, size_t rb, int G, const float *q, float *s, size_t ss) {
+    attn_qk(1, d, nc, rows, rb, G, q, s, ss);
+}
+static void attn_pv_f32(int64_t d, int nc, const void *rows, size_t rb, int G, const float *p, size_t ss, float *out) {
+    attn_pv(0, d, nc, rows, rb, G, p, ss, out);
+}
+static void attn_pv_f16(int64_t d, int nc, const void *rows, size_t rb, int G, const float *p, size_t ss, float *out) {
+    attn_pv(1, d, nc, rows, rb, G, p, ss, out);
 }
 
 static void f16_to_f32(int64_t n, const eli_fp16 *x, float *y) {
@@ -645,6 +729,84 @@ static void scale_f32(int64_t n, float a, float *y) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(va, _mm256_loadu_ps(y + i)));
     for (; i < n; i++) y[i] *= a;
+}
+
+/* exp(y) for 8 floats, y clamped to [-87, 88] (the normal range): 2^n exp(r), n = round(y / ln2),
+ * r = y - n ln2 in two parts (ln2 = hi + lo, hi exact in 15 bits) so |r| <= ln2/2, exp(r) by its Taylor
+ * series to r^7 (the next term is under 1e-8 relative). */
+static inline __m256 exp8(__m256 y) {
+    y = _mm256_min_ps(_mm256_max_ps(y, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(y, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), y);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f), r);
+    __m256 e = _mm256_set1_ps(1.0f / 5040.0f);
+    e = _mm256_fmadd_ps(e, r, _mm256_set1_ps(1.0f / 720.0f));
+    e = _mm256_fmadd_ps(e, r, _mm256_set1_ps(1.0f / 120.0f));
+    e = _mm256_fmadd_ps(e, r, _mm256_set1_ps(1.0f / 24.0f));
+    e = _mm256_fmadd_ps(e, r, _mm256_set1_ps(1.0f / 6.0f));
+    e = _mm256_fmadd_ps(e, r, _mm256_set1_ps(0.5f));
+    e = _mm256_fmadd_ps(e, r, _mm256_set1_ps(1.0f));
+    e = _mm256_fmadd_ps(e, r, _mm256_set1_ps(1.0f));
+    /* 2^n in two factors, as 2^88 itself is not a float */
+    const __m256i ni = _mm256_cvtps_epi32(n), half = _mm256_srai_epi32(ni, 1);
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(half, _mm256_set1_epi32(127)), 23));
+    const __m256 s2 =
+        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, half), _mm256_set1_epi32(127)), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(e, s1), s2);
+}
+
+/* tanh(x) for 8 floats: the odd Taylor series to x^13 below |x| = 0.4 (the next term is under 4e-9
+ * relative there), else 1 - 2 / (exp(2|x|) + 1) with the sign put back, where the subtraction loses at most
+ * a factor 1.7 of exp's ~1 ulp. |x| is clamped at 10, where tanh rounds to 1. */
+static inline __m256 tanh8(__m256 x) {
+    const __m256 sign = _mm256_and_ps(x, _mm256_set1_ps(-0.0f));
+    const __m256 a = _mm256_min_ps(vabs(x), _mm256_set1_ps(10.0f));
+    const __m256 z = _mm256_mul_ps(a, a);
+    __m256 t = _mm256_set1_ps(21844.0f / 6081075.0f);
+    t = _mm256_fmadd_ps(t, z, _mm256_set1_ps(-1382.0f / 155925.0f));
+    t = _mm256_fmadd_ps(t, z, _mm256_set1_ps(62.0f / 2835.0f));
+    t = _mm256_fmadd_ps(t, z, _mm256_set1_ps(-17.0f / 315.0f));
+    t = _mm256_fmadd_ps(t, z, _mm256_set1_ps(2.0f / 15.0f));
+    t = _mm256_fmadd_ps(t, z, _mm256_set1_ps(-1.0f / 3.0f));
+    const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(t, z), a, a);
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 e = exp8(_mm256_add_ps(a, a));
+    const __m256 big = _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, one)));
+    const __m256 res = _mm256_blendv_ps(big, small, _mm256_cmp_ps(a, _mm256_set1_ps(0.4f), _CMP_LT_OQ));
+    return _mm256_or_ps(res, sign);
+}
+
+/* x[i] = exp(x[i] - m), returning their sum: the softmax numerators of a chunk of attention scores */
+static float exp_sum_f32(int64_t n, float m, float *x) {
+    const __m256 vm = _mm256_set1_ps(m);
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        _mm256_storeu_ps(x + i, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    float sum = hsum_ps(acc);
+    if (i < n) { /* the tail through a padded vector, so every element sees the same function */
+        float buf[8];
+        for (int j = 0; j < 8; j++) buf[j] = i + j < n ? x[i + j] : m;
+        _mm256_storeu_ps(buf, exp8(_mm256_sub_ps(_mm256_loadu_ps(buf), vm)));
+        for (int j = 0; i + j < n; j++) x[i + j] = buf[j], sum += buf[j];
+    }
+    return sum;
+}
+
+static void softcap_f32(int64_t n, float c, float *x) {
+    const __m256 vc = _mm256_set1_ps(c), inv = _mm256_set1_ps(1.0f / c);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(tanh8(_mm256_mul_ps(_mm256_loadu_ps(x + i), inv)), vc));
+    if (i < n) { /* the tail through a padded vector, so every element sees the same function */
+        float buf[8] = {0};
+        memcpy(buf, x + i, sizeof(float) * (size_t)(n - i));
+        _mm256_storeu_ps(buf, _mm256_mul_ps(tanh8(_mm256_mul_ps(_mm256_loadu_ps(buf), inv)), vc));
+        memcpy(x + i, buf, sizeof(float) * (size_t)(n - i));
+    }
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -731,9 +893,10 @@ const eli_kernels eli_kernels_avx2_table = {
             [ELI_TYPE_F16] = quantize_f16,
             [ELI_TYPE_BF16] = quantize_bf16,
         },
-    .dot_f32 = dot_f32,
-    .dot_f16_f32 = dot_f16_f32,
-    .axpy_f32 = axpy_f32,
+    .attn_qk = {[ELI_TYPE_F32] = attn_qk_f32, [ELI_TYPE_F16] = attn_qk_f16},
+    .attn_pv = {[ELI_TYPE_F32] = attn_pv_f32, [ELI_TYPE_F16] = attn_pv_f16},
+    .softcap_f32 = softcap_f32,
+    .exp_sum_f32 = exp_sum_f32,
     .f16_to_f32 = f16_to_f32,
     .scale_f32 = scale_f32,
 };

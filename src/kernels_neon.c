@@ -40,6 +40,7 @@
 #if defined(__aarch64__) && defined(__ARM_NEON)
 
 #include <arm_neon.h>
+#include <math.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -712,41 +713,125 @@ DEF_FDOT(vec_dot_bf16, 2, LD4_BF16, ld_bf16)
 
 #define LDH4(p) vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)))
 
-static float dot_f32(int64_t n, const float *a, const float *b) {
-    float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0, s2 = s0, s3 = s0;
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        s0 = vfmaq_f32(s0, vld1q_f32(a + i), vld1q_f32(b + i));
-        s1 = vfmaq_f32(s1, vld1q_f32(a + i + 4), vld1q_f32(b + i + 4));
-        s2 = vfmaq_f32(s2, vld1q_f32(a + i + 8), vld1q_f32(b + i + 8));
-        s3 = vfmaq_f32(s3, vld1q_f32(a + i + 12), vld1q_f32(b + i + 12));
-    }
-    for (; i + 4 <= n; i += 4) s0 = vfmaq_f32(s0, vld1q_f32(a + i), vld1q_f32(b + i));
-    float s = vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
-    for (; i < n; i++) s += a[i] * b[i];
-    return s;
+/* 4 elements of a cache row, F16 or F32, as floats */
+static inline float32x4_t ld4_row(int f16, const uint8_t *r, int64_t i) {
+    return f16 ? LDH4((const uint16_t *)r + i) : vld1q_f32((const float *)r + i);
 }
 
-static float dot_f16_f32(int64_t n, const eli_fp16 *a, const float *b) {
-    float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0, s2 = s0, s3 = s0;
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        s0 = vfmaq_f32(s0, LDH4(a + i), vld1q_f32(b + i));
-        s1 = vfmaq_f32(s1, LDH4(a + i + 4), vld1q_f32(b + i + 4));
-        s2 = vfmaq_f32(s2, LDH4(a + i + 8), vld1q_f32(b + i + 8));
-        s3 = vfmaq_f32(s3, LDH4(a + i + 12), vld1q_f32(b + i + 12));
-    }
-    for (; i + 4 <= n; i += 4) s0 = vfmaq_f32(s0, LDH4(a + i), vld1q_f32(b + i));
-    float s = vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
-    for (; i < n; i++) s += h2f((const uint8_t *)(a + i)) * b[i];
-    return s;
+static inline float elem_row(int f16, const uint8_t *r, int64_t i) {
+    return f16 ? h2f(r + 2 * i) : ((const float *)r)[i];
 }
 
-static void axpy_f32(int64_t n, float a, const float *x, float *y) {
-    const float32x4_t va = vdupq_n_f32(a);
+/* Scores of C cells x GB heads: each K row is loaded (and converted) once for all the heads, and the
+ * C * GB accumulators are independent FMA chains. */
+static inline __attribute__((always_inline)) void qk_tile(int f16, int C, int GB, int64_t d, const uint8_t *r,
+                                                          size_t rb, const float *q, float *s, size_t ss) {
+    float32x4_t acc[2][4];
+    for (int c = 0; c < C; c++)
+        for (int g = 0; g < GB; g++) acc[c][g] = vdupq_n_f32(0.0f);
     int64_t i = 0;
-    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_f32(vld1q_f32(y + i), va, vld1q_f32(x + i)));
-    for (; i < n; i++) y[i] += a * x[i];
+    for (; i + 4 <= d; i += 4) {
+        float32x4_t k[2];
+        for (int c = 0; c < C; c++) k[c] = ld4_row(f16, r + (size_t)c * rb, i);
+        for (int g = 0; g < GB; g++) {
+            const float32x4_t qv = vld1q_f32(q + (size_t)g * d + i);
+            for (int c = 0; c < C; c++) acc[c][g] = vfmaq_f32(acc[c][g], k[c], qv);
+        }
+    }
+    for (int c = 0; c < C; c++)
+        for (int g = 0; g < GB; g++) {
+            float v = vaddvq_f32(acc[c][g]);
+            for (int64_t t = i; t < d; t++) v += elem_row(f16, r + (size_t)c * rb, t) * q[(size_t)g * d + t];
+            s[(size_t)g * ss + c] = v;
+        }
+}
+
+static inline __attribute__((always_inline)) void attn_qk(int f16, int64_t d, int nc, const void *rows, size_t rb,
+                                                          int G, const float *q, float *s, size_t ss) {
+    for (int g0 = 0; g0 < G; g0 += 4) {
+        const int gb = G - g0 < 4 ? G - g0 : 4;
+        const float *qg = q + (size_t)g0 * d;
+        float *sg = s + (size_t)g0 * ss;
+        int j = 0;
+        for (; j + 2 <= nc; j += 2) {
+            const uint8_t *r = (const uint8_t *)rows + (size_t)j * rb;
+            switch (gb) {
+            case 1: qk_tile(f16, 2, 1, d, r, rb, qg, sg + j, ss); break;
+            case 2: qk_tile(f16, 2, 2, d, r, rb, qg, sg + j, ss); break;
+            case 3: qk_tile(f16, 2, 3, d, r, rb, qg, sg + j, ss); break;
+            default: qk_tile(f16, 2, 4, d, r, rb, qg, sg + j, ss); break;
+            }
+        }
+        if (j < nc) {
+            const uint8_t *r = (const uint8_t *)rows + (size_t)j * rb;
+            switch (gb) {
+            case 1: qk_tile(f16, 1, 1, d, r, rb, qg, sg + j, ss); break;
+            case 2: qk_tile(f16, 1, 2, d, r, rb, qg, sg + j, ss); break;
+            case 3: qk_tile(f16, 1, 3, d, r, rb, qg, sg + j, ss); break;
+            default: qk_tile(f16, 1, 4, d, r, rb, qg, sg + j, ss); break;
+            }
+        }
+    }
+}
+
+/* out[g][i0 .. i0 + 4W) += sum_j p[g][j] * row j, for GB heads: the outputs stay in registers over
+ * all nc rows, each V slice is loaded once for the GB heads. */
+static inline __attribute__((always_inline)) void pv_tile(int f16, int W, int GB, int64_t d, int64_t i0, int nc,
+                                                          const uint8_t *rows, size_t rb, const float *p, size_t ss,
+                                                          float *out) {
+    float32x4_t acc[4][4];
+    for (int g = 0; g < GB; g++)
+        for (int w = 0; w < W; w++) acc[g][w] = vld1q_f32(out + (size_t)g * d + i0 + 4 * w);
+    for (int j = 0; j < nc; j++) {
+        const uint8_t *r = rows + (size_t)j * rb;
+        float32x4_t v[4];
+        for (int w = 0; w < W; w++) v[w] = ld4_row(f16, r, i0 + 4 * w);
+        for (int g = 0; g < GB; g++) {
+            const float pg = p[(size_t)g * ss + j];
+            for (int w = 0; w < W; w++) acc[g][w] = vfmaq_n_f32(acc[g][w], v[w], pg);
+        }
+    }
+    for (int g = 0; g < GB; g++)
+        for (int w = 0; w < W; w++) vst1q_f32(out + (size_t)g * d + i0 + 4 * w, acc[g][w]);
+}
+
+#define PV_TILES(W, GB_EXPR)                                                                                     \
+    switch (GB_EXPR) {                                                                                           \
+    case 1: pv_tile(f16, W, 1, d, i, nc, r, rb, pg, ss, og); break;                                              \
+    case 2: pv_tile(f16, W, 2, d, i, nc, r, rb, pg, ss, og); break;                                              \
+    case 3: pv_tile(f16, W, 3, d, i, nc, r, rb, pg, ss, og); break;                                              \
+    default: pv_tile(f16, W, 4, d, i, nc, r, rb, pg, ss, og); break;                                             \
+    }
+
+static inline __attribute__((always_inline)) void attn_pv(int f16, int64_t d, int nc, const void *rows, size_t rb,
+                                                          int G, const float *p, size_t ss, float *out) {
+    const uint8_t *r = rows;
+    for (int g0 = 0; g0 < G; g0 += 4) {
+        const int gb = G - g0 < 4 ? G - g0 : 4;
+        const float *pg = p + (size_t)g0 * ss;
+        float *og = out + (size_t)g0 * d;
+        int64_t i = 0;
+        for (; i + 16 <= d; i += 16) PV_TILES(4, gb)
+        for (; i + 4 <= d; i += 4) PV_TILES(1, gb)
+        for (; i < d; i++)
+            for (int j = 0; j < nc; j++)
+                for (int g = 0; g < gb; g++)
+                    og[(size_t)g * d + i] = fmaf(pg[(size_t)g * ss + j], elem_row(f16, r + (size_t)j * rb, i),
+                                                 og[(size_t)g * d + i]);
+    }
+}
+
+static void attn_qk_f32(int64_t d, int nc, const void *rows, size_t rb, int G, const float *q, float *s, size_t ss) {
+    attn_qk(0, d, nc, rows, rb, G, q, s, ss);
+}
+static void attn_qk_f16(int64_t d, int nc, const void *rows, size_t rb, int G, const float *q, float *s, size_t ss) {
+    attn_qk(1, d, nc, rows, rb, G, q, s, ss);
+}
+static void attn_pv_f32(int64_t d, int nc, const void *rows, size_t rb, int G, const float *p, size_t ss, float *out) {
+    attn_pv(0, d, nc, rows, rb, G, p, ss, out);
+}
+static void attn_pv_f16(int64_t d, int nc, const void *rows, size_t rb, int G, const float *p, size_t ss, float *out) {
+    attn_pv(1, d, nc, rows, rb, G, p, ss, out);
 }
 
 static void f16_to_f32(int64_t n, const eli_fp16 *x, float *y) {
@@ -762,6 +847,79 @@ static void scale_f32(int64_t n, float a, float *y) {
     for (; i < n; i++) y[i] *= a;
 }
 
+/* exp(y) for 4 floats, as exp8 of kernels_avx2.c: y clamped to [-87, 88], 2^n exp(r) with |r| <= ln2/2
+ * (two-part ln2) and exp(r) by its Taylor series to r^7, 2^n applied in two factors. */
+static inline float32x4_t exp4(float32x4_t y) {
+    y = vminq_f32(vmaxq_f32(y, vdupq_n_f32(-87.0f)), vdupq_n_f32(88.0f));
+    const float32x4_t n = vrndnq_f32(vmulq_f32(y, vdupq_n_f32(1.44269504088896341f)));
+    float32x4_t r = vfmsq_f32(y, n, vdupq_n_f32(0.693145751953125f));
+    r = vfmsq_f32(r, n, vdupq_n_f32(1.428606765330187e-06f));
+    float32x4_t e = vdupq_n_f32(1.0f / 5040.0f);
+    e = vfmaq_f32(vdupq_n_f32(1.0f / 720.0f), e, r);
+    e = vfmaq_f32(vdupq_n_f32(1.0f / 120.0f), e, r);
+    e = vfmaq_f32(vdupq_n_f32(1.0f / 24.0f), e, r);
+    e = vfmaq_f32(vdupq_n_f32(1.0f / 6.0f), e, r);
+    e = vfmaq_f32(vdupq_n_f32(0.5f), e, r);
+    e = vfmaq_f32(vdupq_n_f32(1.0f), e, r);
+    e = vfmaq_f32(vdupq_n_f32(1.0f), e, r);
+    const int32x4_t ni = vcvtq_s32_f32(n), half = vshrq_n_s32(ni, 1);
+    const float32x4_t s1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(half, vdupq_n_s32(127)), 23));
+    const float32x4_t s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vsubq_s32(ni, half), vdupq_n_s32(127)), 23));
+    return vmulq_f32(vmulq_f32(e, s1), s2);
+}
+
+/* tanh(x) for 4 floats, as tanh8 of kernels_avx2.c: the odd Taylor series to x^13 below |x| = 0.4, else
+ * 1 - 2 / (exp(2|x|) + 1) with the sign put back; |x| clamped at 10, where tanh rounds to 1. */
+static inline float32x4_t tanh4(float32x4_t x) {
+    const uint32x4_t sign = vandq_u32(vreinterpretq_u32_f32(x), vdupq_n_u32(0x80000000u));
+    const float32x4_t a = vminq_f32(vabsq_f32(x), vdupq_n_f32(10.0f));
+    const float32x4_t z = vmulq_f32(a, a);
+    float32x4_t t = vdupq_n_f32(21844.0f / 6081075.0f);
+    t = vfmaq_f32(vdupq_n_f32(-1382.0f / 155925.0f), t, z);
+    t = vfmaq_f32(vdupq_n_f32(62.0f / 2835.0f), t, z);
+    t = vfmaq_f32(vdupq_n_f32(-17.0f / 315.0f), t, z);
+    t = vfmaq_f32(vdupq_n_f32(2.0f / 15.0f), t, z);
+    t = vfmaq_f32(vdupq_n_f32(-1.0f / 3.0f), t, z);
+    const float32x4_t small = vfmaq_f32(a, vmulq_f32(t, z), a);
+    const float32x4_t one = vdupq_n_f32(1.0f);
+    const float32x4_t e = exp4(vaddq_f32(a, a));
+    const float32x4_t big = vsubq_f32(one, vdivq_f32(vdupq_n_f32(2.0f), vaddq_f32(e, one)));
+    const float32x4_t res = vbslq_f32(vcltq_f32(a, vdupq_n_f32(0.4f)), small, big);
+    return vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(res), sign));
+}
+
+/* x[i] = exp(x[i] - m), returning their sum: the softmax numerators of a chunk of attention scores */
+static float exp_sum_f32(int64_t n, float m, float *x) {
+    const float32x4_t vm = vdupq_n_f32(m);
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t e = exp4(vsubq_f32(vld1q_f32(x + i), vm));
+        vst1q_f32(x + i, e);
+        acc = vaddq_f32(acc, e);
+    }
+    float sum = vaddvq_f32(acc);
+    if (i < n) { /* the tail through a padded vector, so every element sees the same function */
+        float buf[4];
+        for (int j = 0; j < 4; j++) buf[j] = i + j < n ? x[i + j] : m;
+        vst1q_f32(buf, exp4(vsubq_f32(vld1q_f32(buf), vm)));
+        for (int j = 0; i + j < n; j++) x[i + j] = buf[j], sum += buf[j];
+    }
+    return sum;
+}
+
+static void softcap_f32(int64_t n, float c, float *x) {
+    const float inv = 1.0f / c;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(x + i, vmulq_n_f32(tanh4(vmulq_n_f32(vld1q_f32(x + i), inv)), c));
+    if (i < n) { /* the tail through a padded vector, so every element sees the same function */
+        float buf[4] = {0};
+        memcpy(buf, x + i, sizeof(float) * (size_t)(n - i));
+        vst1q_f32(buf, vmulq_n_f32(tanh4(vmulq_n_f32(vld1q_f32(buf), inv)), c));
+        memcpy(x + i, buf, sizeof(float) * (size_t)(n - i));
+    }
+}
+
 /* ---------------------------------------------------------------------------------------------------
  * the tables (data only: the dotprod one is used only after kernels.c checked HWCAP_ASIMDDP)
  * ------------------------------------------------------------------------------------------------- */
@@ -774,8 +932,10 @@ static void scale_f32(int64_t n, float a, float *y) {
                  [ELI_TYPE_BF16] = quantize_bf16},                                    \
     .gemm_nr = {[ELI_TYPE_Q4_0] = 4, [ELI_TYPE_Q4_1] = 4, [ELI_TYPE_Q5_0] = 4, [ELI_TYPE_Q5_1] = 4, \
                 [ELI_TYPE_Q8_0] = 4},                                                 \
-    .dot_f32 = dot_f32, .dot_f16_f32 = dot_f16_f32, .axpy_f32 = axpy_f32, .f16_to_f32 = f16_to_f32, \
-    .scale_f32 = scale_f32
+    .attn_qk = {[ELI_TYPE_F32] = attn_qk_f32, [ELI_TYPE_F16] = attn_qk_f16},              \
+    .attn_pv = {[ELI_TYPE_F32] = attn_pv_f32, [ELI_TYPE_F16] = attn_pv_f16},              \
+    .f16_to_f32 = f16_to_f32, .scale_f32 = scale_f32, .softcap_f32 = softcap_f32, \
+    .exp_sum_f32 = exp_sum_f32
 
 const eli_kernels eli_kernels_neon_table = {
     .name = "neon",

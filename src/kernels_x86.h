@@ -122,20 +122,26 @@ static inline __attribute__((always_inline)) void f16_tile(int R, int TT, int64_
 }
 
 /* The F16 kernels of a table whose gemm uses tiles of GRM rows x 3 tokens: one row (decode), several rows
- * for one token (4-row tiles, then the row tail), and the gemm (a token tail of 1 or 2 goes through the
- * one-token kernel per token). */
+ * for one token (4-row tiles, then the row tail), and the gemm. */
 #define ELI_X86_F16(GRM)                                                                                         \
     static float vec_dot_f16(int64_t n, const void *vx, const void *vy) {                                        \
         float s;                                                                                                 \
         f16_tile(1, 1, n, vx, 0, vy, 0, &s, 1);                                                                  \
         return s;                                                                                                \
     }                                                                                                            \
+    /* rem (< 4) rows x TT (<= 3) tokens */                                                                 \
     static void f16_rows_tail(int rem, int TT, int64_t n, const uint8_t *x, size_t bx, const uint8_t *y, size_t by, \
                               float *s, size_t bs) {                                                             \
-        switch (rem) {                                                                                           \
-        case 3: TT == 1 ? f16_tile(3, 1, n, x, bx, y, by, s, bs) : f16_tile(3, 3, n, x, bx, y, by, s, bs); break; \
-        case 2: TT == 1 ? f16_tile(2, 1, n, x, bx, y, by, s, bs) : f16_tile(2, 3, n, x, bx, y, by, s, bs); break; \
-        case 1: TT == 1 ? f16_tile(1, 1, n, x, bx, y, by, s, bs) : f16_tile(1, 3, n, x, bx, y, by, s, bs); break; \
+        switch (4 * rem + TT) {                                                                                  \
+        case 13: f16_tile(3, 1, n, x, bx, y, by, s, bs); break;                                                  \
+        case 14: f16_tile(3, 2, n, x, bx, y, by, s, bs); break;                                                  \
+        case 15: f16_tile(3, 3, n, x, bx, y, by, s, bs); break;                                                  \
+        case 9: f16_tile(2, 1, n, x, bx, y, by, s, bs); break;                                                   \
+        case 10: f16_tile(2, 2, n, x, bx, y, by, s, bs); break;                                                  \
+        case 11: f16_tile(2, 3, n, x, bx, y, by, s, bs); break;                                                  \
+        case 5: f16_tile(1, 1, n, x, bx, y, by, s, bs); break;                                                   \
+        case 6: f16_tile(1, 2, n, x, bx, y, by, s, bs); break;                                                   \
+        case 7: f16_tile(1, 3, n, x, bx, y, by, s, bs); break;                                                   \
         default: break;                                                                                          \
         }                                                                                                        \
     }                                                                                                            \
@@ -149,14 +155,23 @@ static inline __attribute__((always_inline)) void f16_tile(int R, int TT, int64_
                          float *s, size_t bs) {                                                                  \
         const uint8_t *x = vx, *y = vy;                                                                          \
         int t = 0;                                                                                               \
-        for (; t + 3 <= nt; t += 3) {                                                                            \
+        /* token groups of 3, a tail of 2 as one group (an MTP verify batch of 2 or 5 tokens would   \
+         * otherwise read its weights once more per token), of 1 through the one-token kernel */                \
+        while (t < nt) {                                                                                         \
+            const int tt = nt - t >= 3 ? 3 : nt - t;                                                             \
+            if (tt == 1) {                                                                                       \
+                vec_dot_f16_nr(n, nr, vx, bx, y + (size_t)t * by, s + (size_t)t * bs);                          \
+                break;                                                                                           \
+            }                                                                                                    \
             const uint8_t *yt = y + (size_t)t * by;                                                              \
             float *st = s + (size_t)t * bs;                                                                      \
             int r = 0;                                                                                           \
-            for (; r + (GRM) <= nr; r += (GRM)) f16_tile(GRM, 3, n, x + (size_t)r * bx, bx, yt, by, st + r, bs); \
-            f16_rows_tail(nr - r, 3, n, x + (size_t)r * bx, bx, yt, by, st + r, bs);                             \
+            for (; r + (GRM) <= nr; r += (GRM))                                                                  \
+                tt == 3 ? f16_tile(GRM, 3, n, x + (size_t)r * bx, bx, yt, by, st + r, bs)                        \
+                        : f16_tile(GRM, 2, n, x + (size_t)r * bx, bx, yt, by, st + r, bs);                       \
+            f16_rows_tail(nr - r, tt, n, x + (size_t)r * bx, bx, yt, by, st + r, bs);                            \
+            t += tt;                                                                                             \
         }                                                                                                        \
-        for (; t < nt; t++) vec_dot_f16_nr(n, nr, vx, bx, y + (size_t)t * by, s + (size_t)t * bs);             \
     }
 
 /* blocks of the activation row gemv prepares on its stack (longer rows go through the one-row kernel) */

@@ -100,11 +100,6 @@ void eli_softmax_inplace(float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] *= inv;
 }
 
-void eli_softcap(float *x, int64_t n, float c) {
-    const float inv = 1.0f / c;
-    for (int64_t i = 0; i < n; i++) x[i] = tanhf(x[i] * inv) * c;
-}
-
 void eli_attend(const eli_kernels *k, const float *q, int d, const uint8_t *k_head, const uint8_t *v_head,
                 uint32_t kv_type, size_t row_bytes, int64_t n_cells, int32_t p_lo, int32_t p_hi, float *scores, float *tmp,
                 float *out) {
@@ -255,36 +250,41 @@ int eli_matmul_k(eli_pool *pool, const eli_kernels *k, const eli_weight *w, int6
 #define FLASH_CHUNK 64
 
 size_t eli_attend_flash_work_size(int G, int d) {
-    /* q rounded to the cache's dot format (G*d), one V row as f32 (d), scores (G*CHUNK), max and sum (2G) */
-    return sizeof(float) * ((size_t)G * (size_t)d + (size_t)d + (size_t)G * FLASH_CHUNK + 2 * (size_t)G) + 64;
+    /* q rounded to the cache's dot format (G*d, and G*d halves on the way), scores (G*CHUNK), max and sum (2G) */
+    return sizeof(float) * ((size_t)G * (size_t)d + (size_t)G * FLASH_CHUNK + 2 * (size_t)G) +
+           sizeof(eli_fp16) * (size_t)G * (size_t)d + 64;
 }
 
 void eli_attend_flash(const eli_kernels *k, const float *q, int G, int d, const uint8_t *k_head, const uint8_t *v_head,
                       uint32_t kv_type, size_t row_bytes, int64_t n_cells, int32_t p_lo, int32_t p_hi, void *work,
                       float *out) {
     float *qr = work;
-    float *vrow = qr + (size_t)G * d;
-    float *s = vrow + d;
+    float *s = qr + (size_t)G * d;
     float *mx = s + (size_t)G * FLASH_CHUNK;
     float *sum = mx + G;
+    eli_fp16 *qh = (eli_fp16 *)(sum + G);
     const int f16 = kv_type == ELI_TYPE_F16;
+    const eli_attn_qk_fn qk = k->attn_qk[kv_type];
+    const eli_attn_pv_fn pv = k->attn_pv[kv_type];
     for (int g = 0; g < G; g++) {
         mx[g] = -INFINITY;
         sum[g] = 0.0f;
         for (int i = 0; i < d; i++) out[(size_t)g * d + i] = 0.0f;
-        /* as llama.cpp (and eli_attend): Q is rounded to f16 before Q·K on an f16 cache */
-        if (f16)
-            for (int i = 0; i < d; i++) qr[(size_t)g * d + i] = eli_fp16_to_fp32(eli_fp32_to_fp16(q[(size_t)g * d + i]));
+    }
+    /* as llama.cpp (and eli_attend): Q is rounded to f16 before Q·K on an f16 cache; through the kernel
+     * table, as the software conversions per element cost more than a short window's Q·K */
+    if (f16) {
+        k->quantize[ELI_TYPE_F16](q, qh, (int64_t)G * d);
+        k->f16_to_f32((int64_t)G * d, qh, qr);
     }
     const float *qq = f16 ? qr : q;
-    for (int64_t p0 = p_lo; p0 <= p_hi; p0 += FLASH_CHUNK) {
-        const int nc = (int)(p_hi - p0 + 1 < FLASH_CHUNK ? p_hi - p0 + 1 : FLASH_CHUNK);
-        for (int jj = 0; jj < nc; jj++) {
-            const uint8_t *kr = k_head + (size_t)((p0 + jj) % n_cells) * row_bytes;
-            for (int g = 0; g < G; g++)
-                s[g * FLASH_CHUNK + jj] = f16 ? k->dot_f16_f32(d, (const eli_fp16 *)kr, qq + (size_t)g * d)
-                                              : k->dot_f32(d, (const float *)kr, qq + (size_t)g * d);
-        }
+    for (int64_t p0 = p_lo; p0 <= p_hi;) {
+        /* a chunk is a run of consecutive cells, so the kernels can stride through it: it ends at the
+         * ring's end when the window wraps */
+        const int64_t c0 = p0 % n_cells;
+        int64_t nc = p_hi - p0 + 1 < FLASH_CHUNK ? p_hi - p0 + 1 : FLASH_CHUNK;
+        if (nc > n_cells - c0) nc = n_cells - c0;
+        qk(d, (int)nc, k_head + (size_t)c0 * row_bytes, row_bytes, G, qq, s, FLASH_CHUNK);
         for (int g = 0; g < G; g++) {
             float *sg = s + g * FLASH_CHUNK;
             float cm = mx[g];
@@ -297,22 +297,10 @@ void eli_attend_flash(const eli_kernels *k, const float *q, int G, int d, const 
                 }
                 mx[g] = cm;
             }
-            float acc = 0.0f;
-            for (int jj = 0; jj < nc; jj++) {
-                sg[jj] = expf(sg[jj] - cm);
-                acc += sg[jj];
-            }
-            sum[g] += acc;
+            sum[g] += k->exp_sum_f32(nc, cm, sg);
         }
-        for (int jj = 0; jj < nc; jj++) {
-            const uint8_t *vr = v_head + (size_t)((p0 + jj) % n_cells) * row_bytes;
-            const float *v = (const float *)vr;
-            if (f16) {
-                k->f16_to_f32(d, (const eli_fp16 *)vr, vrow);
-                v = vrow;
-            }
-            for (int g = 0; g < G; g++) k->axpy_f32(d, s[g * FLASH_CHUNK + jj], v, out + (size_t)g * d);
-        }
+        pv(d, (int)nc, v_head + (size_t)c0 * row_bytes, row_bytes, G, s, FLASH_CHUNK, out);
+        p0 += nc;
     }
     for (int g = 0; g < G; g++) k->scale_f32(d, 1.0f / sum[g], out + (size_t)g * d);
 }

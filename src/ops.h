@@ -30,8 +30,6 @@ void eli_geglu(const eli_kernels *k, int64_t n, float *gate, const float *up);
 void eli_rope_neox(float *x, int n_head, int head_dim, int n_rot, int32_t pos, float base, const float *freq_factors);
 /* In place softmax of n values (max-subtracted, double sum). */
 void eli_softmax_inplace(float *x, int64_t n);
-/* out[j] = c * tanh(x[j] / c). */
-void eli_softcap(float *x, int64_t n, float c);
 
 /* One head of attention: q (d floats) against the cache rows of positions [p_lo, p_hi]. The row of
  * position p is at cell p % n_cells, row_bytes apart; k_head / v_head point at this KV head's first

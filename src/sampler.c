@@ -127,6 +127,10 @@ void eli_sampler_reset(eli_sampler *s) {
     rng_seed(s->rng, s->p.seed);
 }
 
+void eli_sampler_get_rng(const eli_sampler *s, uint64_t state[4]) { memcpy(state, s->rng, sizeof s->rng); }
+
+void eli_sampler_set_rng(eli_sampler *s, const uint64_t state[4]) { memcpy(s->rng, state, sizeof s->rng); }
+
 void eli_sampler_reseed(eli_sampler *s, uint64_t seed) {
     if (!s) return;
     s->p.seed = seed;

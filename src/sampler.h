@@ -64,6 +64,9 @@ void eli_sampler_accept(eli_sampler *s, int32_t token);
 void eli_sampler_reset(eli_sampler *s);
 /* Same, with a new seed. */
 void eli_sampler_reseed(eli_sampler *s, uint64_t seed);
+/* The random stream's state, for save/restore: setting a saved state continues the stream exactly. */
+void eli_sampler_get_rng(const eli_sampler *s, uint64_t state[4]);
+void eli_sampler_set_rng(eli_sampler *s, const uint64_t state[4]);
 
 /* Plain softmax of logits[n] into probs[n] (max-subtracted, accumulated in double; NaN counts as -inf;
  * if every logit is -inf the result is uniform). */

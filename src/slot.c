@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +113,7 @@ typedef struct {
     int64_t n_ctx, n_ubatch;
     uint32_t kv_type, flags;
     int64_t n_tokens, n_past, n_generated;
+    uint64_t rng[4];
 } slot_header;
 
 typedef struct {
@@ -189,6 +191,7 @@ int eli_slot_save(const char *path, const eli_model *m, eli_context *ctx, int64_
     h.n_tokens = st->n_tokens;
     h.n_past = n_past;
     h.n_generated = st->n_generated;
+    memcpy(h.rng, st->rng, sizeof h.rng);
 
     writer *w = malloc(sizeof *w);
     if (!w) return eli_fail(err, ELI_ERR_OOM, "save_slot: out of memory");
@@ -295,13 +298,22 @@ static int check_layer(cursor *cur, const eli_kv_cache *kv, int il, int n_swa, i
 static int restore_mapped(const uint8_t *base, size_t size, const eli_model *m, eli_context *ctx, int64_t n_ubatch,
                           eli_slot_state *st, float *logits, eli_error *err) {
     eli_kv_cache *kv = eli_context_kv_mut(ctx);
-    if (size < sizeof(slot_header) + 8 || memcmp(base, MAGIC, 8))
+    /* the version first (its offset is the same in every version), so an older file is named as such */
+    if (size < 16 || memcmp(base, MAGIC, 8))
         return eli_fail(err, ELI_ERR_INVALID_ARG, "not a slot file (%zu bytes, bad magic or too short)", size);
     slot_header h;
-    memcpy(&h, base, sizeof h);
+    memcpy(&h.version, base + offsetof(slot_header, version), sizeof h.version);
+    if (h.version == 1)
+        return eli_fail(err, ELI_ERR_INVALID_ARG,
+                        "slot file version 1 is not supported: it lacks the sampler's random state (this build reads "
+                        "version %d; save the slot again)",
+                        ELI_SLOT_VERSION);
     if (h.version != ELI_SLOT_VERSION)
         return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file version %u is not supported (this build reads version %d)",
                         h.version, ELI_SLOT_VERSION);
+    if (size < sizeof h + 8)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "not a slot file (%zu bytes, too short)", size);
+    memcpy(&h, base, sizeof h);
     if (h.endian != ENDIAN_MARK)
         return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file was written on a machine of another byte order");
     uint64_t sum;
@@ -393,6 +405,7 @@ static int restore_mapped(const uint8_t *base, size_t size, const eli_model *m, 
     st->logits_valid = lg != NULL;
     st->done = (h.flags & F_DONE) != 0;
     st->n_generated = h.n_generated;
+    memcpy(st->rng, h.rng, sizeof st->rng);
     free(pos_tmp), free(sls), free(poss);
     return ELI_OK;
 }

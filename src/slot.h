@@ -1,9 +1,10 @@
 /* Stream state on disk (save_slot / restore_slot) and window checkpoints for exact prefix reuse.
  *
- * Slot file, version 1 (little-endian, native layout of the fields below):
+ * Slot file, version 2 (little-endian, native layout of the fields below):
  *   header   magic "ELISLOT\0", version, endian marker 0x01020304, model identity hash, model geometry
  *            (n_layer, n_embd, n_vocab, n_swa), stream config (n_ctx, n_ubatch, KV type), flags (pending,
- *            logits valid, done), n_tokens, n_past, n_generated
+ *            logits valid, done), n_tokens, n_past, n_generated, the sampler's random state (4 x u64: a
+ *            restored stream at temperature > 0 continues exactly; version 1 lacked it and is refused)
  *   tokens   n_tokens int32 (the committed positions)
  *   logits   n_vocab float32, only when the logits-valid flag is set
  *   layers   per layer: index, has-storage; with storage: n_cells, row_bytes, n_used, then n_used positions
@@ -22,7 +23,7 @@
 #include "forward.h"
 #include "model.h"
 
-#define ELI_SLOT_VERSION 1
+#define ELI_SLOT_VERSION 2
 
 /* Streaming 64-bit hash (the XXH64 construction, seed 0). */
 typedef struct eli_hash64 {
@@ -48,6 +49,7 @@ typedef struct eli_slot_state {
     int64_t n_tokens, cap_tokens;
     int pending, logits_valid, done;
     int64_t n_generated;
+    uint64_t rng[4]; /* the sampler's random state (eli_sampler_get_rng) */
 } eli_slot_state;
 
 /* n_ubatch: the session's configured value (0 = default), resolved like eli_context_create does. */

@@ -6,10 +6,16 @@
 #include <string.h>
 #include <time.h>
 
-#define PAUSE_AFTER 4   /* rounds with nothing accepted at the smallest window before pausing */
 #define PAUSE_MAX 256   /* longest pause, in tokens */
-#define SPEED_SAMPLES 4 /* plain steps and rounds measured before comparing their speed */
-#define PROBE_EVERY 256 /* tokens committed by rounds between two re-measurements of plain steps */
+#define SPEED_SAMPLES 4 /* plain steps measured before the first round, rounds before their costs count (greedy) */
+#define PROBE_EVERY 256 /* tokens committed by rounds between two re-measurements of plain steps (greedy) */
+#define DECAY 0.9       /* weight of the acceptance counts per round: the rate follows the text */
+/* The costs of a draft step and of each verified token after the first, relative to a plain step, that
+ * sampling (temperature > 0) assumes instead of measuring them, so that its window never depends on
+ * timing; measured on eliza-1-nano (2026-12-01: a plain step 0.68-0.72 ms, a draft step 0.17 ms, a verify
+ * batch of 4 tokens 1.57 ms and of 7 2.73 ms, one thread). */
+#define NOMINAL_DRAFT 0.25
+#define NOMINAL_TOKEN 0.45
 
 struct eli_spec {
     const eli_model *dm, *tm;
@@ -17,11 +23,14 @@ struct eli_spec {
     int draft_min, draft_max, window;
     float temperature;
     uint64_t seed, rng;
-    int misses, pause, pause_len; /* consecutive empty rounds; tokens left in the pause; next pause */
-    /* measured seconds per committed token (moving averages) of MTP rounds and of plain steps: MTP pauses
-     * while it is slower than plain decoding on this machine and model */
-    double t_mtp, t_plain;
-    int n_mtp, n_plain, since_probe;
+    int pause, pause_len; /* tokens left in the pause; the next pause */
+    /* acceptance: decayed counts of accepted and rejected drafts (their ratio estimates the chance that
+     * a draft is accepted after its predecessors were) */
+    double n_acc, n_rej;
+    /* greedy only, measured (moving averages, seconds): a plain step, a draft step, and what a verify
+     * batch costs per token beyond the first */
+    double t_plain, t_draft, t_token;
+    int n_plain, n_rounds, since_probe;
     eli_spec_stats stats;
     /* scratch */
     int32_t *batch;          /* [draft_max + 1] */
@@ -110,28 +119,35 @@ fail:
 
 void eli_spec_reset(eli_spec *s) {
     s->window = s->draft_min;
-    s->misses = 0;
     s->pause = 0;
     s->pause_len = 8;
-    s->t_mtp = s->t_plain = 0;
-    s->n_mtp = s->n_plain = s->since_probe = 0;
+    /* an optimistic prior worth two drafts (3 in 4 accepted), so that MTP is tried; the real counts
+     * outweigh it within a few rounds */
+    s->n_acc = 1.5;
+    s->n_rej = 0.5;
+    s->t_plain = s->t_draft = s->t_token = 0;
+    s->n_plain = s->n_rounds = s->since_probe = 0;
     s->rng = s->seed ^ 0x6D7470ull; /* "mtp" */
     s->stats.window = s->window;
 }
 
 eli_spec_stats eli_spec_get_stats(const eli_spec *s) { return s->stats; }
 
+static int greedy(const eli_spec *s) { return !(s->temperature > 0); }
+
 int eli_spec_window(eli_spec *s, int64_t max_tokens) {
     if (s->pause > 0) {
         s->pause--;
         return 0;
     }
-    /* a few plain steps first, and again now and then, so the speed comparison has both sides */
-    if (s->n_plain < SPEED_SAMPLES) return 0;
-    if (s->since_probe >= PROBE_EVERY) {
-        s->since_probe = 0;
-        s->n_plain = 0;
-        return 0;
+    /* greedy: a few plain steps first, and again now and then, so the costs compare with a plain step */
+    if (greedy(s)) {
+        if (s->n_plain < SPEED_SAMPLES) return 0;
+        if (s->since_probe >= PROBE_EVERY) {
+            s->since_probe = 0;
+            s->n_plain = 0;
+            return 0;
+        }
     }
     int64_t w = s->window;
     if (w > max_tokens - 1) w = max_tokens - 1; /* a round returns up to w + 1 tokens */
@@ -144,46 +160,46 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void average(double *t, int *n, double sample) {
-    *t = *n ? 0.75 * *t + 0.25 * sample : sample;
-    if (*n < 1000) (*n)++;
+static void average(double *t, int n, double sample) { *t = n ? 0.75 * *t + 0.25 * sample : sample; }
+
+/* Only greedy decoding uses timing (its output does not depend on the window). */
+void eli_spec_note_plain(eli_spec *s, double seconds) {
+    if (!greedy(s)) return;
+    average(&s->t_plain, s->n_plain, seconds);
+    if (s->n_plain < 1000) s->n_plain++;
 }
 
-void eli_spec_note_plain(eli_spec *s, double seconds) { average(&s->t_plain, &s->n_plain, seconds); }
-
-/* Pauses drafting (for a growing number of tokens, then re-measures) when MTP rounds have been slower per
- * token than plain steps: the break-even depends on the machine and the model (a model whose weights
- * sit in cache pays a verify batch almost linearly), so it is measured, not assumed. */
-static void check_speed(eli_spec *s) {
-    if (s->n_mtp < SPEED_SAMPLES || s->n_plain < SPEED_SAMPLES || s->pause > 0) return;
-    if (s->t_mtp > 1.05 * s->t_plain) {
+/* Chooses the next window: the w in [draft_min, draft_max] with the most tokens per unit of time, a round
+ * of w drafts yielding 1 + a + a^2 + .. + a^w tokens on average (a: the acceptance rate) for the cost of
+ * w draft steps and a verify batch of w + 1 tokens (a plain step plus w verified tokens), and pauses
+ * drafting (for a growing number of tokens) when even that is slower than plain steps. Greedy uses the
+ * measured costs; sampling the nominal ones, so that its decisions depend on the sampled tokens only and
+ * a seed gives the same sequence in every run. */
+static void adapt(eli_spec *s) {
+    const double a = s->n_acc / (s->n_acc + s->n_rej);
+    double draft = NOMINAL_DRAFT, token = NOMINAL_TOKEN;
+    /* a few rounds are measured before their costs replace the nominal ones: one sample is mostly noise */
+    const int measured = greedy(s) && s->n_rounds >= SPEED_SAMPLES && s->n_plain > 0 && s->t_plain > 0;
+    if (measured) {
+        draft = s->t_draft / s->t_plain;
+        token = s->t_token / s->t_plain;
+    }
+    double best = 0, yield = 1, ak = 1;
+    int best_w = s->draft_min;
+    for (int w = 1; w <= s->draft_max; w++) {
+        ak *= a;
+        yield += ak;
+        const double speed = yield / (1.0 + w * (draft + token)); /* relative to plain steps */
+        if (w >= s->draft_min && speed > best) best = speed, best_w = w;
+    }
+    s->window = best_w;
+    s->stats.window = best_w;
+    if (best < 1.0 && (measured || !greedy(s))) {
         s->pause = s->pause_len;
         s->pause_len = s->pause_len * 2 < PAUSE_MAX ? s->pause_len * 2 : PAUSE_MAX;
-        s->n_plain = SPEED_SAMPLES; /* keep the plain measurement; the pause refreshes it */
-    }
-}
-
-/* Adapts the window to this round's result. */
-static void adapt(eli_spec *s, int w, int a) {
-    if (a == w) {
-        if (s->window < s->draft_max) s->window++;
-    } else if (a == 0) {
-        s->window = s->window / 2 > s->draft_min ? s->window / 2 : s->draft_min;
     } else {
-        s->window = a + 1 > s->draft_min ? a + 1 : s->draft_min;
-    }
-    if (a == 0 && s->window == s->draft_min) {
-        if (++s->misses >= PAUSE_AFTER) {
-            s->pause = s->pause_len;
-            s->pause_len = s->pause_len * 2 < PAUSE_MAX ? s->pause_len * 2 : PAUSE_MAX;
-            s->misses = 0;
-        }
-    } else if (a > 0 && !(s->n_plain >= SPEED_SAMPLES && s->t_mtp > 1.05 * s->t_plain)) {
-        s->misses = 0;
         s->pause_len = 8;
     }
-    check_speed(s);
-    s->stats.window = s->window;
 }
 
 int eli_spec_round(eli_spec *s, eli_context *target, eli_sampler *smp, int32_t id_last, float *h_last, int w,
@@ -217,6 +233,7 @@ int eli_spec_round(eli_spec *s, eli_context *target, eli_sampler *smp, int32_t i
     }
 
     /* verify [id_last, d_1 .. d_w] in one target pass */
+    const double t1 = now_s();
     const eli_outputs o = {s->logits, s->hidden, 1};
     if ((rc = eli_decode_ex(target, s->batch, w + 1, &o, err))) return rc;
 
@@ -264,11 +281,21 @@ int eli_spec_round(eli_spec *s, eli_context *target, eli_sampler *smp, int32_t i
     memcpy(h_last, s->hidden + (size_t)a * E, E * sizeof(float));
     *drafted = w;
     *accepted = a;
-    average(&s->t_mtp, &s->n_mtp, (now_s() - t0) / *n_out);
+    if (greedy) {
+        const double t2 = now_s();
+        average(&s->t_draft, s->n_rounds, (t1 - t0) / w);
+        if (s->n_plain > 0) {
+            const double tok = (t2 - t1 - s->t_plain) / w;
+            average(&s->t_token, s->n_rounds, tok > 0 ? tok : 0);
+        }
+        if (s->n_rounds < 1000) s->n_rounds++;
+    }
     s->since_probe += *n_out;
+    s->n_acc = DECAY * s->n_acc + a;
+    s->n_rej = DECAY * s->n_rej + (a < w);
     s->stats.rounds++;
     s->stats.drafted += w;
     s->stats.accepted += a;
-    adapt(s, w, a);
+    adapt(s);
     return ELI_OK;
 }

@@ -8,13 +8,15 @@
  * probabilities, so the output distribution is the target's); one more token comes from the target
  * (the correction or the bonus). Rejected positions are removed from the cache, sliding rings included.
  *
- * The draft window adapts: it grows while whole drafts are accepted and shrinks when they are not,
- * within [draft_min, draft_max]; after repeated rounds with nothing accepted at the smallest window,
- * drafting pauses for a growing number of tokens, so a poor drafter costs little. It also pauses while
- * rounds have measured slower per token than plain steps (eli_spec_note_plain), so turning MTP on is
- * never much slower than leaving it off. The window therefore depends on timing: greedy output never
- * changes (verification decides every token), but at temperature > 0 the sequence a seed gives can
- * differ between runs with MTP on (its distribution is still exactly the target's). */
+ * The draft window is chosen after every round, within [draft_min, draft_max], as the one with the most
+ * tokens per unit of time: a round of w drafts yields 1 + a + .. + a^w tokens on average, a being the
+ * acceptance rate (decayed counts of accepted and rejected drafts), and costs w draft steps plus a
+ * verify batch of w + 1 tokens. When even the best window is slower than plain steps, drafting pauses
+ * for a growing number of tokens, so a poor drafter (or a machine where verifying is not cheaper than
+ * decoding) costs little. Greedy decoding measures the costs (eli_spec_note_plain, and the rounds
+ * themselves): its output never depends on the window. Sampling (temperature > 0) uses fixed nominal
+ * costs instead, so every decision depends on the sampled tokens only and a seed gives the same sequence
+ * in every run (its distribution is the target's either way). */
 #ifndef ELI_SPECULATIVE_H
 #define ELI_SPECULATIVE_H
 
@@ -47,7 +49,8 @@ int eli_spec_window(eli_spec *s, int64_t max_tokens);
 int eli_spec_round(eli_spec *s, eli_context *target, eli_sampler *smp, int32_t id_last, float *h_last, int w,
                    int32_t *out, int *n_out, int *drafted, int *accepted, eli_error *err);
 
-/* Reports the wall time of one plain (non-speculative) decode step, for the speed comparison. */
+/* Reports the wall time of one plain (non-speculative) decode step, for the cost model (greedy only;
+ * ignored when sampling). */
 void eli_spec_note_plain(eli_spec *s, double seconds);
 
 /* Restarts the window, the pause and the random stream (a stream reset). */

@@ -240,31 +240,125 @@ static void check_table(const eli_kernels *K, const eli_kernels *R) {
 
     check_gemm(K, R);
 
-    /* attention helpers */
+    /* the fused attention's kernels: against the reference within normalised MSE 1e-7, and each head's
+     * result the same bits whatever the number of heads in the call (the thread split groups heads) */
     {
+        const uint32_t types[] = {ELI_TYPE_F32, ELI_TYPE_F16};
+        for (size_t ti = 0; ti < 2; ti++) {
+            const uint32_t type = types[ti];
+            double e2 = 0, r2 = 0;
+            int bad_g = 0;
+            for (int it = 0; it < 60; it++) {
+                const int64_t d = it < 4 ? 64 << (it % 2) : 1 + (int64_t)(rnd32() % 300);
+                const int nc = 1 + (int)(rnd32() % 70), G = 1 + (int)(rnd32() % 9);
+                const size_t rb = eli_row_size(type, d) + 4 * (rnd32() % 3); /* rows need not be packed */
+                uint8_t *rows = calloc((size_t)nc, rb);
+                float *x = malloc(sizeof(float) * (size_t)(d * G)), *p = malloc(sizeof(float) * (size_t)(nc * G));
+                float *s0 = malloc(sizeof(float) * (size_t)(nc * G)), *s1 = malloc(sizeof(float) * (size_t)(nc * G));
+                float *o0 = malloc(sizeof(float) * (size_t)(d * G)), *o1 = malloc(sizeof(float) * (size_t)(d * G));
+                float *o2 = malloc(sizeof(float) * (size_t)(d * G)), *s2 = malloc(sizeof(float) * (size_t)nc);
+                for (int j = 0; j < nc; j++) {
+                    fill(x, d, it + j);
+                    eli_quantize_row(type, x, rows + (size_t)j * rb, d);
+                }
+                fill(x, d * G, it);
+                for (int i = 0; i < nc * G; i++) p[i] = uniform();
+                R->attn_qk[type](d, nc, rows, rb, G, x, s0, (size_t)nc);
+                K->attn_qk[type](d, nc, rows, rb, G, x, s1, (size_t)nc);
+                for (int i = 0; i < nc * G; i++) e2 += ((double)s0[i] - s1[i]) * ((double)s0[i] - s1[i]), r2 += (double)s0[i] * s0[i];
+                for (int g = 0; g < G; g++) {
+                    K->attn_qk[type](d, nc, rows, rb, 1, x + g * d, s2, (size_t)nc);
+                    bad_g += memcmp(s2, s1 + g * nc, sizeof(float) * (size_t)nc) != 0;
+                }
+                fill(o0, d * G, it + 1);
+                memcpy(o1, o0, sizeof(float) * (size_t)(d * G));
+                memcpy(o2, o0, sizeof(float) * (size_t)(d * G));
+                R->attn_pv[type](d, nc, rows, rb, G, p, (size_t)nc, o0);
+                K->attn_pv[type](d, nc, rows, rb, G, p, (size_t)nc, o1);
+                for (int g = 0; g < G; g++) K->attn_pv[type](d, nc, rows, rb, 1, p + g * nc, (size_t)nc, o2 + g * d);
+                bad_g += memcmp(o1, o2, sizeof(float) * (size_t)(d * G)) != 0;
+                for (int i = 0; i < d * G; i++) e2 += ((double)o0[i] - o1[i]) * ((double)o0[i] - o1[i]), r2 += (double)o0[i] * o0[i];
+                free(rows), free(x), free(p), free(s0), free(s1), free(s2), free(o0), free(o1), free(o2);
+            }
+            printf("  attention kernels %s: normalised MSE %.3g\n", eli_type_name(type), e2 / r2);
+            CHECK(e2 / r2 <= 1e-7, "%s: %s attention kernels NMSE %.3g", K->name, eli_type_name(type), e2 / r2);
+            CHECK(bad_g == 0, "%s: %s attention kernels depend on the number of heads (%d)", K->name,
+                  eli_type_name(type), bad_g);
+        }
         double e2 = 0, r2 = 0;
         for (int it = 0; it < 50; it++) {
             const int64_t n = 1 + rnd32() % 600;
-            float *a = malloc(sizeof(float) * (size_t)n), *b = malloc(sizeof(float) * (size_t)n);
+            float *a = malloc(sizeof(float) * (size_t)n), *y0 = malloc(sizeof(float) * (size_t)n);
+            float *y1 = malloc(sizeof(float) * (size_t)n);
             eli_fp16 *h = malloc(sizeof(eli_fp16) * (size_t)n);
-            fill(a, n, 0), fill(b, n, 0);
+            fill(a, n, 0);
             for (int64_t i = 0; i < n; i++) h[i] = eli_fp32_to_fp16(a[i]);
-            double r = R->dot_f32(n, a, b), g = K->dot_f32(n, a, b);
-            e2 += (r - g) * (r - g), r2 += r * r;
-            r = R->dot_f16_f32(n, h, b), g = K->dot_f16_f32(n, h, b);
-            e2 += (r - g) * (r - g), r2 += r * r;
-            float *y0 = malloc(sizeof(float) * (size_t)n), *y1 = malloc(sizeof(float) * (size_t)n);
             R->f16_to_f32(n, h, y0);
             K->f16_to_f32(n, h, y1);
             CHECK(!memcmp(y0, y1, sizeof(float) * (size_t)n), "%s: f16_to_f32", K->name);
-            R->axpy_f32(n, 0.37f, a, y0);
-            K->axpy_f32(n, 0.37f, a, y1);
             R->scale_f32(n, 1.7f, y0);
             K->scale_f32(n, 1.7f, y1);
             for (int64_t i = 0; i < n; i++) e2 += ((double)y0[i] - y1[i]) * ((double)y0[i] - y1[i]), r2 += (double)y0[i] * y0[i];
-            free(a), free(b), free(h), free(y0), free(y1);
+            free(a), free(h), free(y0), free(y1);
         }
-        CHECK(e2 / r2 <= 1e-7, "%s: attention helpers NMSE %.3g", K->name, e2 / r2);
+        CHECK(e2 / r2 <= 1e-7, "%s: scale_f32 NMSE %.3g", K->name, e2 / r2);
+    }
+
+    /* the softcap: every float tanh argument on a fine grid over [-12, 12] (and the lengths' tails), held
+     * to the contract against tanhf: 4e-7 relative to the result (a few ulp), and exactly +-c and 0 where
+     * tanhf gives +-1 and 0 */
+    {
+        const float c = 30.0f;
+        const int64_t n = 240007; /* odd: a tail */
+        float *x = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
+        for (int64_t i = 0; i < n; i++) x[i] = c * (-12.0f + 24.0f * (float)i / (float)(n - 1));
+        x[n / 2] = 0.0f, x[1] = -INFINITY, x[2] = 1e-30f;
+        memcpy(y, x, sizeof(float) * (size_t)n);
+        K->softcap_f32(n, c, y);
+        double worst = 0;
+        int bad = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const float want = tanhf(x[i] * (1.0f / c)) * c;
+            const double rel = fabs((double)y[i] - want) / (fabs((double)want) > 1e-30 ? fabs((double)want) : 1e-30);
+            worst = rel > worst ? rel : worst;
+            bad += rel > 4e-7 || ((fabsf(want) == c || want == 0.0f) && y[i] != want);
+        }
+        printf("  softcap: worst relative error %.3g (%s)\n", worst, K->name);
+        CHECK(bad == 0, "%s: softcap off tanhf in %d of %lld", K->name, bad, (long long)n);
+        free(x), free(y);
+    }
+
+    /* the softmax numerators: exp on a fine grid over [-90, 0] (every length's tail), each within 4e-7
+     * relative of expf where expf is normal, the sum within 1e-5 relative */
+    {
+        const int64_t n = 90011;
+        float *x = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
+        const float m = 3.5f;
+        for (int64_t i = 0; i < n; i++) x[i] = m - 90.0f * (float)i / (float)(n - 1);
+        int bad = 0;
+        double worst = 0;
+        const int64_t lens[] = {1, 3, 7, 8, 9, 15, 17, 31, 64, 65, 1000};
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            for (int64_t off = 0; off < n; off += lens[li]) { /* runs of that length over the whole grid */
+                const int64_t l = n - off < lens[li] ? n - off : lens[li];
+                memcpy(y, x + off, sizeof(float) * (size_t)l);
+                const float sum = K->exp_sum_f32(l, m, y);
+                double want_sum = 0;
+                for (int64_t i = 0; i < l; i++) {
+                    const float want = expf(x[off + i] - m);
+                    want_sum += want;
+                    if (want < 1e-37f) continue;
+                    const double rel = fabs((double)y[i] - want) / want;
+                    worst = rel > worst ? rel : worst;
+                    bad += rel > 4e-7;
+                }
+                /* float accumulation, as the reference; sums of only sub-1e-37 values may differ */
+                bad += want_sum > 1e-30 && fabs(sum - want_sum) > 1e-5 * want_sum;
+            }
+        }
+        printf("  exp_sum: worst relative error %.3g (%s)\n", worst, K->name);
+        CHECK(bad == 0, "%s: exp_sum off expf in %d cases", K->name, bad);
+        free(x), free(y);
     }
 }
 

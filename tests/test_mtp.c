@@ -3,6 +3,8 @@
  *   rejected drafts rolled back, and after reset_keep (a second turn);
  * - at temperature > 0, the distribution of the token a round commits equals the target's own sampling
  *   distribution (speculative rejection sampling), checked over many rounds with fixed seeds;
+ * - at temperature > 0 a seed gives the same tokens in every run with MTP on (the window never depends
+ *   on timing), on the golden pair and on eliza-1-nano, whose drafter is accepted (windows above 1);
  * - drafter/target mismatches are rejected with clear errors. */
 #include <math.h>
 #include <stdio.h>
@@ -278,6 +280,41 @@ static void test_masked_head(const eli_model *m, const eli_tokenizer *tok, const
     unlink(path_all), unlink(path_4);
 }
 
+/* Two runs with the same seed at temperature > 0 produce the same tokens, with drafts accepted when the
+ * drafter is a real one (nano); the run is long enough for pauses and windows to change many times. */
+static void test_sampled_deterministic(const eli_model *m, const eli_tokenizer *tok, const eli_model *d,
+                                       const int32_t *prompt, int n_prompt, int min_accepted) {
+    enum { N = 160 };
+    int32_t a[N], b[N];
+    int64_t acc_a = 0, acc_b = 0;
+    const int na = generate(m, tok, d, 4, 0.8f, prompt, n_prompt, N, a, &acc_a);
+    const int nb = generate(m, tok, d, 4, 0.8f, prompt, n_prompt, N, b, &acc_b);
+    printf("sampled with MTP twice: %d / %d tokens, %lld / %lld drafts accepted\n", na, nb, (long long)acc_a,
+           (long long)acc_b);
+    CHECK(na > 0 && na == nb && !memcmp(a, b, sizeof(int32_t) * (size_t)na) && acc_a == acc_b,
+          "same seed at temperature 0.8 with MTP: the same tokens in both runs");
+    CHECK(acc_a >= min_accepted, "drafts accepted when sampling: %lld (want >= %d)", (long long)acc_a, min_accepted);
+}
+
+static void test_sampled_deterministic_nano(void) {
+    eli_error err = {0};
+    eli_model *m = eli_model_load(ELI_SOURCE_DIR "/models/eliza-1-nano/text/eliza-1-nano.gguf", &err);
+    eli_model *d = m ? eli_model_load(ELI_SOURCE_DIR "/models/eliza-1-nano/mtp/drafter-nano.gguf", &err) : NULL;
+    eli_tokenizer *tok = m ? eli_tokenizer_load(m->file, &err) : NULL;
+    CHECK(m && d && tok && eli_drafter_bind(d, m, &err) == ELI_OK, "nano bundle: %s", err.msg);
+    if (m && d && tok) {
+        const char *text = "The quick brown fox jumps over the lazy dog. The quick brown fox";
+        int32_t *ids = NULL;
+        size_t n_ids = 0;
+        CHECK(eli_tokenize(tok, text, strlen(text), 1, 0, &ids, &n_ids, &err) == ELI_OK && n_ids > 4, "tokenize");
+        if (n_ids > 4) test_sampled_deterministic(m, tok, d, ids, (int)n_ids, 1);
+        free(ids);
+    }
+    eli_tokenizer_free(tok);
+    eli_model_free(d);
+    eli_model_free(m);
+}
+
 int main(void) {
     eli_error err = {0};
     eli_model *m = eli_model_load(eli_shared_path("golden/models/e2b-mini-f32.gguf"), &err);
@@ -293,6 +330,8 @@ int main(void) {
     test_greedy_identical(m, tok, d, seq);
     test_reset_keep(m, tok, d, seq);
     test_distribution(m, d, seq);
+    test_sampled_deterministic(m, tok, d, seq, 20, 0);
+    test_sampled_deterministic_nano();
     test_mismatch(m);
     test_masked_head(m, tok, d, seq);
     eli_tokenizer_free(tok);

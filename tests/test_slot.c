@@ -1,7 +1,8 @@
 /* save_slot / restore_slot on the golden e2b-mini model: through the C ABI (greedy continuation of a
  * restored stream equals the original's, i.e. llama.cpp's greedy ids), through eli_gen with small ubatches
  * (true sliding rings, pending token, restored into a fresh session), and rejection of files from another
- * model or configuration, truncated and corrupted files, plus a mutation loop that must never crash. */
+ * model or configuration, truncated and corrupted files, plus a mutation loop that must never crash; a
+ * sampled (temperature > 0) stream restored from a file continues exactly, and version 1 files are refused. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,11 +289,57 @@ static void test_hash(void) {
     CHECK(eli_hash64_bytes("", 0) == 0xEF46DB3751D8E999ull, "XXH64('') = %016llx", (unsigned long long)eli_hash64_bytes("", 0));
 }
 
+/* At temperature > 0 a restored stream continues exactly like the original (the sampler's random state is
+ * in the file); a version 1 file (without it) is refused, naming the version. */
+static void test_sampled(void) {
+    int32_t seq[96], want[16], got[16];
+    read_ids(eli_shared_path("golden/models/e2b-mini.tokens.txt"), seq, 96);
+    char *err = NULL;
+    EliInferenceContext *c = eliza_inference_create(eli_shared_path(MODEL), &err);
+    CHECK(c != NULL, "create: %s", err ? err : "");
+    if (!c) return;
+    eliza_llm_stream_config_t cfg = greedy_cfg(22);
+    cfg.temperature = 1.0f;
+    EliLlmStream *a = eliza_inference_llm_stream_open(c, &cfg, &err);
+    CHECK(a && eliza_inference_llm_stream_prefill(a, seq, 96, NULL) == ELIZA_OK, "open + prefill");
+    CHECK(gen_abi(a, got, 6, 2) == 6, "6 sampled tokens");
+    const char *slot = tmp_path("sampled.slot");
+    CHECK(eliza_inference_llm_stream_save_slot(a, slot, NULL) == ELIZA_OK, "save");
+    const int n_want = gen_abi(a, want, 16, 3);
+    EliLlmStream *b = eliza_inference_llm_stream_open(c, &cfg, NULL);
+    CHECK(eliza_inference_llm_stream_restore_slot(b, slot, &err) == ELIZA_OK, "restore: %s", err ? err : "");
+    eliza_inference_free_string(err), err = NULL;
+    const int n_got = gen_abi(b, got, 16, 5);
+    CHECK(n_want == 16 && n_got == n_want && !memcmp(got, want, sizeof(int32_t) * 16),
+          "restored sampled stream continues exactly (%d / %d tokens)", n_got, n_want);
+
+    long n = 0;
+    unsigned char *bytes = slurp(slot, &n);
+    CHECK(bytes && n > 16, "read the slot file");
+    if (bytes && n > 16) {
+        const uint32_t v1 = 1;
+        memcpy(bytes + 8, &v1, sizeof v1);
+        const char *old = tmp_path("v1.slot");
+        spit(old, bytes, n);
+        CHECK(eliza_inference_llm_stream_restore_slot(b, old, &err) == ELIZA_ERR_INVALID_ARG && err &&
+                  strstr(err, "version 1") && strstr(err, "random state"),
+              "version 1 refused: %s", err ? err : "");
+        eliza_inference_free_string(err), err = NULL;
+        unlink(old);
+    }
+    free(bytes);
+    unlink(slot);
+    eliza_inference_llm_stream_close(a);
+    eliza_inference_llm_stream_close(b);
+    eliza_inference_destroy(c);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/eli_slot_XXXXXX");
     if (!mkdtemp(tmpdir)) return 1;
     test_hash();
     test_abi();
+    test_sampled();
     test_rings();
     rmdir(tmpdir);
     TEST_MAIN_END();
