@@ -54,23 +54,32 @@ typedef struct {
     int64_t fresh_evaluated;
 } turn_rec;
 
+/* Tokens of text[0..len) (no BOS, no special tokens); -1 on error. */
+static int64_t count_tokens(const eli_tokenizer *tok, const char *text, size_t len, eli_error *err) {
+    int32_t *ids;
+    size_t n;
+    if (eli_tokenize(tok, text, len, 0, 0, &ids, &n, err)) return -1;
+    free(ids);
+    return (int64_t)n;
+}
+
 /* The next user message: words of text from *cursor on (wrapping around), until it tokenizes to at least
- * n_tokens tokens. */
+ * n_tokens tokens. The words are counted one by one (each with its leading space), and the whole message
+ * is tokenized only when that estimate reaches n_tokens (merges across words make the whole shorter). */
 static char *next_message(const eli_tokenizer *tok, const char *text, size_t len, size_t *cursor, int64_t n_tokens,
                           eli_error *err) {
     size_t cap = 256, n = 0;
     char *msg = malloc(cap);
     if (!msg) return eli_fail(err, ELI_ERR_OOM, "out of memory"), NULL;
-    msg[0] = '\0';
-    for (;;) {
+    for (int64_t est = 0;;) {
         size_t i = *cursor;
-        while (i < len && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r')) i++;
-        if (i == len) { /* wrap around */
+        while (i < len && strchr(" \n\t\r", text[i])) i++; /* (a NUL byte matches too: it separates words) */
+        if (i == len) { /* wrap around (the caller made sure the text has a word) */
             *cursor = 0;
             continue;
         }
         size_t e = i;
-        while (e < len && text[e] != ' ' && text[e] != '\n' && text[e] != '\t' && text[e] != '\r') e++;
+        while (e < len && !strchr(" \n\t\r", text[e])) e++;
         *cursor = e;
         if (n + (e - i) + 2 > cap) {
             cap = 2 * (n + (e - i) + 2);
@@ -78,15 +87,16 @@ static char *next_message(const eli_tokenizer *tok, const char *text, size_t len
             if (!g) return free(msg), eli_fail(err, ELI_ERR_OOM, "out of memory"), NULL;
             msg = g;
         }
+        const size_t word = n;
         if (n) msg[n++] = ' ';
         memcpy(msg + n, text + i, e - i);
         n += e - i;
         msg[n] = '\0';
-        int32_t *ids;
-        size_t n_ids;
-        if (eli_tokenize(tok, msg, n, 0, 0, &ids, &n_ids, err)) return free(msg), NULL;
-        free(ids);
-        if ((int64_t)n_ids >= n_tokens) return msg;
+        const int64_t w = count_tokens(tok, msg + word, n - word, err);
+        if (w < 0) return free(msg), NULL;
+        if ((est += w) < n_tokens) continue;
+        if ((est = count_tokens(tok, msg, n, err)) < 0) return free(msg), NULL;
+        if (est >= n_tokens) return msg;
     }
 }
 
@@ -145,7 +155,13 @@ int cli_bench_chat(int argc, char **argv) {
             json = 1;
             continue;
         }
-        if (!v) return cli_bad_option("bench-chat", a, 0);
+        static const char *const valued[] = {"-m",      "--model", "--prompt-file", "--fresh-at", "--turns", "--turn-tokens",
+                                             "-n",      "--warmup", "--ctx",        "-c",         "-t",      "--threads",
+                                             "--kv"};
+        size_t k = 0;
+        while (k < sizeof valued / sizeof valued[0] && strcmp(a, valued[k])) k++;
+        if (k == sizeof valued / sizeof valued[0]) return cli_bad_option("bench-chat", a, 1);
+        if (!v) return cli_die("bench-chat: %s needs a value", a), 2;
         i++;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) path = v;
         else if (!strcmp(a, "--prompt-file")) prompt_file = v;
