@@ -172,8 +172,7 @@ int cli_bench_chat(int argc, char **argv) {
         else if (!strcmp(a, "--warmup")) { if (cli_parse_int(a, v, 0, 100000, &warmup)) return 2; }
         else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) { if (cli_parse_int(a, v, 1, INT32_MAX, &ctx)) return 2; }
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (cli_parse_int(a, v, 1, 1024, &threads)) return 2; }
-        else if (!strcmp(a, "--kv")) { if (cli_parse_kv_type(v, &kv)) return 2; }
-        else return cli_bad_option("bench-chat", a, 1);
+        else if (cli_parse_kv_type(v, &kv)) return 2; /* --kv, the last of valued[] */
     }
     if (warmup < 0) warmup = turns / 5;
     if (warmup >= turns) return cli_die("bench-chat: --warmup %lld leaves no turn of the %lld to summarise", warmup, turns), 2;
