@@ -29,6 +29,7 @@ struct eli_gen {
     eli_spec *spec;   /* MTP, or NULL */
 
     int64_t n_generated;
+    int64_t n_prompt_decoded; /* see eli_gen_n_prompt_decoded */
     int done;
     char *carry; /* decoded text not yet delivered (a step stops before overflowing text_cap) */
     size_t n_carry, cap_carry;
@@ -107,6 +108,7 @@ eli_spec_stats eli_gen_spec_stats(const eli_gen *g) {
 int64_t eli_gen_n_committed(const eli_gen *g) { return g->n_tokens; }
 const int32_t *eli_gen_tokens(const eli_gen *g) { return g->tokens; }
 int64_t eli_gen_n_generated(const eli_gen *g) { return g->n_generated; }
+int64_t eli_gen_n_prompt_decoded(const eli_gen *g) { return g->n_prompt_decoded; }
 int eli_gen_done(const eli_gen *g) { return g->done; }
 
 static int push_token(eli_gen *g, int32_t t) {
@@ -168,11 +170,10 @@ static int ensure_logits(eli_gen *g, const atomic_int *cancel, eli_error *err) {
     if (g->logits_valid) return ELI_OK;
     if (g->n_tokens == 0) return eli_fail(err, ELI_ERR_INVALID_ARG, "nothing to continue from: prefill a prompt first");
     /* the logits were dropped (reset_keep): recompute the last position */
-    if (!eli_context_truncate(g->ctx, g->n_tokens - 1)) {
-        eli_context_reset(g->ctx);
-        return decode_range(g, 0, g->n_tokens, cancel, err);
-    }
-    return decode_range(g, g->n_tokens - 1, g->n_tokens, cancel, err);
+    const int64_t from = eli_context_truncate(g->ctx, g->n_tokens - 1) ? g->n_tokens - 1 : 0;
+    if (!from) eli_context_reset(g->ctx);
+    g->n_prompt_decoded += g->n_tokens - from;
+    return decode_range(g, from, g->n_tokens, cancel, err);
 }
 
 int eli_gen_prefill(eli_gen *g, const int32_t *ids, size_t n, const atomic_int *cancel, eli_error *err) {
@@ -193,6 +194,7 @@ int eli_gen_prefill(eli_gen *g, const int32_t *ids, size_t n, const atomic_int *
     /* the pending token (if any) goes into the cache with the new ones, in one batch */
     const int64_t from = eli_context_n_past(g->ctx);
     int rc = decode_range(g, from, g->n_tokens, cancel, err);
+    g->n_prompt_decoded += eli_context_n_past(g->ctx) - from; /* on an error: the whole chunks that got in */
     if (rc) {
         /* keep what reached the cache (whole chunks), forget the rest */
         g->n_tokens = eli_context_n_past(g->ctx);
@@ -372,6 +374,7 @@ int64_t eli_gen_reset_keep(eli_gen *g, int64_t n_keep) {
             from = 0;
         }
         eli_error err = {0};
+        g->n_prompt_decoded += n_keep - from;
         if (from < n_keep && decode_range(g, from, n_keep, NULL, &err)) {
             eli_context_reset(g->ctx);
             g->n_tokens = 0;

@@ -63,6 +63,10 @@ int64_t eli_gen_n_committed(const eli_gen *g);
 const int32_t *eli_gen_tokens(const eli_gen *g);
 /* Tokens generated since the last prefill, and whether the stream has ended. */
 int64_t eli_gen_n_generated(const eli_gen *g);
+/* Prompt positions run through the model since creation: those prefill decoded, plus those reset_keep
+ * (or a later step) recomputed because the sliding-window rings no longer held what the kept prefix
+ * needs. Lets a benchmark check that a follow-up turn computed only its new tokens. */
+int64_t eli_gen_n_prompt_decoded(const eli_gen *g);
 int eli_gen_done(const eli_gen *g);
 /* MTP totals since creation (all zero without a drafter). */
 eli_spec_stats eli_gen_spec_stats(const eli_gen *g);

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -24,12 +23,6 @@
 #include "plan.h"
 #include "quants.h"
 #include "threadpool.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int usage(void) {
     fprintf(stderr, "usage: eliza-infer bench -m FILE [-p 512] [-n 128] [-t THREADS] [--depth D] [--kv f16|f32]\n"
@@ -79,9 +72,9 @@ static double bandwidth_probe(int threads) {
     j.n = bytes / 8;
     double best = 0;
     for (int rep = 0; rep < 4; rep++) {
-        double t0 = now_s();
+        double t0 = cli_now();
         eli_pool_run(pool, bw_task, &j);
-        double dt = now_s() - t0;
+        double dt = cli_now() - t0;
         double gbs = (double)bytes / dt / 1e9;
         if (gbs > best) best = gbs;
     }
@@ -93,16 +86,21 @@ static double bandwidth_probe(int threads) {
     return best;
 }
 
-static long peak_rss_kb(void) {
-    long hwm = -1;
+long cli_status_kb(const char *field) {
+    long kb = -1;
+    const size_t n = strlen(field);
     FILE *f = fopen("/proc/self/status", "r");
-    if (f) {
-        char line[256];
-        while (fgets(line, sizeof line, f))
-            if (!strncmp(line, "VmHWM:", 6)) hwm = strtol(line + 6, NULL, 10);
-        fclose(f);
-    }
-    if (hwm < 0) {
+    if (!f) return -1;
+    char line[256];
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, field, n) && line[n] == ':') kb = strtol(line + n + 1, NULL, 10);
+    fclose(f);
+    return kb;
+}
+
+static long peak_rss_kb(void) {
+    long hwm = cli_status_kb("VmHWM");
+    if (hwm < 0) { /* no procfs */
         struct rusage ru;
         if (!getrusage(RUSAGE_SELF, &ru)) hwm = ru.ru_maxrss;
     }
@@ -141,7 +139,7 @@ static double decode_bytes(const eli_model *m, int64_t depth, uint32_t kv_type) 
 
 /* ---- MTP: greedy generation with and without the drafter ---- */
 
-static const char default_prompt[] =
+const char cli_sample_text[] =
     "It was a bright cold morning in the early spring, and the road that ran along the river was still wet from the "
     "night's rain. The old house at the end of it had stood empty for many years, and the people of the village said";
 
@@ -162,7 +160,7 @@ static double timed_generation(const eli_model *m, const eli_tokenizer *tok, con
         return -1;
     }
     int64_t got = 0;
-    double t = now_s();
+    double t = cli_now();
     for (int r = 0; r == 0 && got < n;) {
         int32_t step[65];
         size_t k;
@@ -174,7 +172,7 @@ static double timed_generation(const eli_model *m, const eli_tokenizer *tok, con
         }
         for (size_t i = 0; i < k && got < n; i++) out[got++] = step[i];
     }
-    t = now_s() - t;
+    t = cli_now() - t;
     if (stats) *stats = eli_gen_spec_stats(g);
     eli_gen_free(g);
     for (int64_t i = got; i < n; i++) out[i] = -1; /* an early end of generation */
@@ -194,16 +192,15 @@ static int bench_mtp(const eli_model *m, const char *draft_path, const char *pro
     }
     char *text = NULL;
     size_t len = 0;
-    if (prompt_file) {
-        FILE *f = fopen(prompt_file, "rb");
-        if (!f) return cli_die("cannot open '%s'", prompt_file);
-        text = malloc(1 << 16);
-        len = text ? fread(text, 1, (1 << 16) - 1, f) : 0;
-        fclose(f);
+    if (prompt_file && !(text = cli_read_file(prompt_file, &len))) {
+        eli_model_free(d);
+        eli_tokenizer_free(tok);
+        return 1;
     }
+    if (len > 1 << 16) len = 1 << 16; /* the prompt is cut to 1024 tokens below: no need to tokenize more */
     int32_t *ids = NULL;
     size_t n_ids = 0;
-    int rc = eli_tokenize(tok, text ? text : default_prompt, text ? len : strlen(default_prompt), 1, 0, &ids, &n_ids, &err);
+    int rc = eli_tokenize(tok, text ? text : cli_sample_text, text ? len : strlen(cli_sample_text), 1, 0, &ids, &n_ids, &err);
     free(text);
     int32_t *a = malloc(sizeof(int32_t) * (size_t)n), *b = malloc(sizeof(int32_t) * (size_t)n);
     if (rc || !a || !b) {
@@ -268,10 +265,10 @@ int cli_bench(int argc, char **argv) {
         threads = c > 0 ? c : 1;
     }
     eli_error err = {0};
-    double t0 = now_s();
+    double t0 = cli_now();
     eli_model *m = eli_model_load(path, &err);
     if (!m) return cli_die("%s", err.msg);
-    const double load_s = now_s() - t0;
+    const double load_s = cli_now() - t0;
     const eli_hparams *hp = &m->hp;
 
     eli_context_params cp = eli_context_default_params();
@@ -311,16 +308,16 @@ int cli_bench(int argc, char **argv) {
     cold_s = now_s() - t_cold;
     if (!rc && p > 0) {
         eli_context_reset(c);
-        double t = now_s();
+        double t = cli_now();
         rc = eli_decode(c, toks, p, logits, 0, &err);
-        pp_s = now_s() - t;
+        pp_s = cli_now() - t;
     }
     if (!rc && n > 0) {
         eli_context_reset(c);
         if (depth > 0) rc = eli_decode(c, toks, depth, NULL, 0, &err);
-        double t = now_s();
+        double t = cli_now();
         for (long long i = 0; i < n && !rc; i++) rc = eli_decode(c, toks + depth + i, 1, logits, 0, &err);
-        tg_s = now_s() - t;
+        tg_s = cli_now() - t;
     }
     if (rc) {
         free(toks), free(logits);

@@ -25,36 +25,6 @@ static int usage(FILE *out, int status) {
     return status;
 }
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return cli_die("%s: cannot open: %s", path, strerror(errno)), NULL;
-    size_t cap = 1 << 20, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (n == cap) {
-            char *p = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
-            if (!p) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = p;
-            cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - n, fp);
-        n += got;
-        if (got == 0) break;
-    }
-    int bad = ferror(fp);
-    fclose(fp);
-    if (!buf || bad) {
-        free(buf);
-        return cli_die("%s: %s", path, bad ? "read error" : "out of memory"), NULL;
-    }
-    *len = n;
-    return buf;
-}
-
 int cli_bench_tokenizer(int argc, char **argv) {
     const char *model = NULL;
     long long repeat = 3;
@@ -100,7 +70,7 @@ int cli_bench_tokenizer(int argc, char **argv) {
     double all_bytes = 0, all_tokens = 0, all_time = 0;
     for (int i = first_file; i < argc && !status; i++) {
         size_t len;
-        char *text = read_file(argv[i], &len);
+        char *text = cli_read_file(argv[i], &len);
         if (!text) {
             status = 1;
             break;

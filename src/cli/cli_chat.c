@@ -11,78 +11,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "chat.h"
 #include "cli.h"
 #include "engine.h"
-#include "json.h"
 
 static atomic_int interrupted;
 
 static void on_sigint(int sig) {
     (void)sig;
     atomic_store(&interrupted, 1);
-}
-
-typedef struct {
-    char **role, **content;
-    size_t n, cap;
-} conversation;
-
-static int conv_add(conversation *c, const char *role, const char *content, size_t len) {
-    if (c->n == c->cap) {
-        size_t nc = c->cap ? 2 * c->cap : 8;
-        char **r = realloc(c->role, nc * sizeof *r);
-        if (!r) return -1;
-        c->role = r;
-        char **t = realloc(c->content, nc * sizeof *t);
-        if (!t) return -1;
-        c->content = t;
-        c->cap = nc;
-    }
-    c->role[c->n] = strdup(role);
-    c->content[c->n] = malloc(len + 1);
-    if (!c->role[c->n] || !c->content[c->n]) return -1;
-    memcpy(c->content[c->n], content, len);
-    c->content[c->n][len] = '\0';
-    c->n++;
-    return 0;
-}
-
-static void conv_clear(conversation *c, int keep_system) {
-    size_t keep = keep_system && c->n && !strcmp(c->role[0], "system") ? 1 : 0;
-    for (size_t i = keep; i < c->n; i++) free(c->role[i]), free(c->content[i]);
-    c->n = keep;
-}
-
-/* Drops the last message (a user turn that was not answered). */
-static void conv_clear_last(conversation *c) {
-    if (!c->n) return;
-    c->n--;
-    free(c->role[c->n]), free(c->content[c->n]);
-}
-
-/* The prompt for the whole conversation plus the generation prompt. */
-static char *render(const conversation *c) {
-    size_t cap = 64;
-    for (size_t i = 0; i < c->n; i++) cap += strlen(c->content[i]) * 6 + 64;
-    char *doc = malloc(cap), *out = NULL;
-    if (!doc) return NULL;
-    size_t w = (size_t)snprintf(doc, cap, "[");
-    for (size_t i = 0; i < c->n; i++) {
-        char *q = eli_json_quote(c->content[i], strlen(c->content[i]));
-        if (!q) return free(doc), NULL;
-        w += (size_t)snprintf(doc + w, cap - w, "%s{\"role\":\"%s\",\"content\":%s}", i ? "," : "", c->role[i], q);
-        free(q);
-    }
-    snprintf(doc + w, cap - w, "]");
-    eli_error err = {0};
-    eli_json *msgs = eli_json_parse(doc, strlen(doc), &err);
-    eli_chat_options opt = eli_chat_default_options();
-    size_t len;
-    if (!msgs || eli_chat_render(msgs, &opt, &out, &len, &err)) cli_die("chat template: %s", err.msg);
-    eli_json_free(msgs);
-    free(doc);
-    return out;
 }
 
 /* Reads one line from fd 0 into *line (NUL-terminated, without the newline). Returns its length, -1 at
@@ -159,8 +95,8 @@ int cli_chat(int argc, char **argv) {
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
 
-    conversation conv = {0};
-    if (system) conv_add(&conv, "system", system, strlen(system));
+    cli_conversation conv = {0};
+    if (system) cli_conv_add(&conv, "system", system, strlen(system));
     char *line = NULL;
     size_t line_cap = 0;
     int rc = 0;
@@ -180,56 +116,33 @@ int cli_chat(int argc, char **argv) {
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
         if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) break;
         if (!strcmp(line, "/reset")) {
-            conv_clear(&conv, 1);
+            cli_conv_clear(&conv, 1);
             eli_gen_reset(g);
             printf("(conversation reset)\n");
             continue;
         }
         if (!len) continue;
-        if (conv_add(&conv, "user", line, (size_t)len)) break;
-        char *prompt = render(&conv);
+        if (cli_conv_add(&conv, "user", line, (size_t)len)) break;
         int32_t *ids = NULL;
         size_t n_ids = 0;
-        if (!prompt || eli_tokenize(tok, prompt, strlen(prompt), 0, 1, &ids, &n_ids, &err)) {
-            free(prompt);
+        if (cli_conv_tokens(&conv, tok, &ids, &n_ids, &err)) {
             cli_die("%s", err.msg);
-            conv_clear_last(&conv);
+            cli_conv_drop_last(&conv);
             continue;
         }
-        free(prompt);
-        /* reuse the cache for the common prefix; prefill only what is new */
-        const int32_t *have = eli_gen_tokens(g);
-        int64_t lcp = 0, n_have = eli_gen_n_committed(g);
-        while (lcp < n_have && lcp < (int64_t)n_ids && have[lcp] == ids[lcp]) lcp++;
-        if (lcp == (int64_t)n_ids) lcp--; /* something must be prefilled to get fresh logits */
-        int64_t kept = eli_gen_reset_keep(g, lcp);
+        int64_t kept;
         double t0 = cli_now();
-        int r = eli_gen_prefill(g, ids + kept, n_ids - (size_t)kept, &interrupted, &err);
+        int r = cli_turn_prefill(g, ids, n_ids, &interrupted, &kept, &err);
         free(ids);
         if (r) {
             printf("%s\n", r == ELI_ERR_CANCELLED ? "(stopped)" : err.msg);
-            conv_clear_last(&conv);
+            cli_conv_drop_last(&conv);
             continue;
         }
         double t1 = cli_now();
-        char *answer = NULL;
-        size_t n_answer = 0;
-        char buf[512];
-        int32_t t[16];
-        for (;;) {
-            size_t n;
-            r = eli_gen_next(g, t, 16, &n, buf, sizeof buf, NULL, NULL, &interrupted, &err);
-            if (r < 0) break;
-            size_t bl = strlen(buf);
-            char *grown = realloc(answer, n_answer + bl + 1);
-            if (!grown) break;
-            answer = grown;
-            memcpy(answer + n_answer, buf, bl + 1);
-            n_answer += bl;
-            fputs(buf, stdout);
-            fflush(stdout);
-            if (r == 1) break;
-        }
+        char *answer;
+        size_t n_answer;
+        r = cli_turn_answer(g, stdout, &interrupted, &answer, &n_answer, NULL, &err);
         double t2 = cli_now();
         if (r == ELI_ERR_CANCELLED) printf(" (stopped)");
         else if (r < 0) printf("\n%s", err.msg);
@@ -237,13 +150,12 @@ int cli_chat(int argc, char **argv) {
         fprintf(stderr, "[new prompt tokens %lld (kept %lld), %.1f ms | %lld tokens, %.1f tok/s]\n",
                 (long long)n_ids - (long long)kept, (long long)kept, 1e3 * (t1 - t0), (long long)eli_gen_n_generated(g),
                 (double)eli_gen_n_generated(g) / (t2 - t1 > 0 ? t2 - t1 : 1));
-        conv_add(&conv, "assistant", answer ? answer : "", n_answer);
+        cli_conv_add(&conv, "assistant", answer ? answer : "", n_answer);
         free(answer);
         /* a cancelled answer leaves the stream cancelled; the next turn goes on from the kept prefix */
     }
     free(line);
-    conv_clear(&conv, 0);
-    free(conv.role), free(conv.content);
+    cli_conv_free(&conv);
     eli_gen_free(g);
     eli_tokenizer_free(tok);
     eli_model_free(m);

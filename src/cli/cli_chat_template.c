@@ -21,38 +21,9 @@ static void usage(FILE *out) {
             "  --no-generation-prompt do not open the model's turn at the end\n");
 }
 
-/* Reads a whole file into a malloc'ed buffer; prints the reason and returns NULL on failure. */
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return cli_die("cannot open %s", path), NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap) break;
-        char *nb = cap <= ((size_t)-1) / 2 ? realloc(buf, cap * 2) : NULL;
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    int bad = !buf || ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return cli_die("cannot read %s", path), NULL;
-    }
-    *len = n;
-    return buf;
-}
-
 static eli_json *load_json(const char *path) {
     size_t len;
-    char *text = read_all(path, &len);
+    char *text = cli_read_file(path, &len);
     if (!text) return NULL;
     eli_error err;
     eli_error_clear(&err);

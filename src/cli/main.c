@@ -1,6 +1,7 @@
 /* eliza-infer: the command-line front end. One subcommand per file (cli_<name>.c). */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@ static const cli_command commands[] = {
     {"plan", cli_plan, "predict resident memory (weights, KV, PLE, scratch, peak RSS) for a context"},
     {"bench-tokenizer", cli_bench_tokenizer, "tokenizer throughput in MB/s over files"},
     {"bench", cli_bench, "measure prefill / decode speed, TTFT, peak RSS and memory bandwidth"},
+    {"bench-chat", cli_bench_chat, "a long multi-turn chat: prefix reuse, TTFT of follow-ups vs fresh prompts, RSS per turn"},
     {"synth", cli_synth, "write a random-weight Gemma 4 GGUF with the true geometry of a model size"},
 };
 
@@ -63,6 +65,37 @@ int cli_parse_float(const char *opt, const char *s, double *out) {
     if (errno || end == s || *end || v != v) return cli_die("%s: '%s' is not a number", opt, s), -1;
     *out = v;
     return 0;
+}
+
+char *cli_read_file(const char *path, size_t *len) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return cli_die("%s: cannot open: %s", path, strerror(errno)), NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (cap - n < 2) { /* room for one more byte and the NUL */
+            char *g = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+            if (!g) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = g;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, fp);
+        n += got;
+        if (got == 0) break;
+    }
+    int bad = ferror(fp);
+    fclose(fp);
+    if (!buf || bad) {
+        free(buf);
+        return cli_die("%s: %s", path, bad ? "read error" : "out of memory"), NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
 }
 
 /* The embedded default model: eliza-1-nano next to the binary (build tree: <exe>/../models, installed:

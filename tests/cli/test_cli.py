@@ -438,6 +438,90 @@ class Tokenize(unittest.TestCase):
         self.assertEqual(cli(["bench-tokenizer", "-m", VOCAB, "/nonexistent"], timeout=60)[0], 1)
 
 
+@need(MODEL)
+class BenchChat(unittest.TestCase):
+    """`bench-chat` drives a real multi-turn chat: the assertions are on what the cache did, not on timing."""
+
+    ARGS = ["bench-chat", "-m", MODEL, "--turns", "5", "--turn-tokens", "30", "-n", "4", "--ctx", "1024",
+            "--warmup", "1", "--prompt-file", os.path.join(HERE, "test_cli.py")]
+
+    def test_prefix_reuse_json(self):
+        rc, out, err = cli(self.ARGS + ["--fresh-at", "3,5", "--json"])
+        self.assertEqual(rc, 0, err)
+        doc = json.loads(out)
+        self.assertEqual((doc["ctx"], doc["turn_tokens"], doc["n_gen"], doc["warmup"]), (1024, 30, 4, 1))
+        turns = doc["turns"]
+        self.assertEqual([t["turn"] for t in turns], [1, 2, 3, 4, 5])
+        # The generation prompt ("<|turn>model" + empty thought channel) is never reused: the history renders
+        # the model's turn without it. Its length is the full prompt of one message minus its model-turn prefix.
+        one = [{"role": "user", "content": "x"}]
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+            json.dump(one, f)
+            f.flush()
+            rc, text, err = cli(["chat-template", "--messages", f.name], timeout=30)
+        self.assertEqual(rc, 0, err)
+        rc, ids, err = cli(["tokenize", "-m", MODEL, "--no-bos", "--parse-special"], text, timeout=30)
+        self.assertEqual(rc, 0, err)
+        tail = len(ids.split()) - model_turn_prefix(one)
+        self.assertGreater(tail, 0)
+        for prev, t in zip([None] + turns, turns):
+            self.assertEqual(t["kept"] + t["new_tokens"], t["prompt_tokens"], t)
+            self.assertEqual(t["evaluated"], t["new_tokens"], "the prefill computed more than the new tokens: %r" % t)
+            self.assertEqual(t["generated"], 4)
+            self.assertGreaterEqual(t["prompt_tokens"], 30)
+            for k in ("rss_kb", "rss_anon_kb", "rss_file_kb"):
+                self.assertGreater(t[k], 0, k)
+            if prev is None:
+                self.assertEqual(t["kept"], 0)
+                continue
+            # everything of the previous prompt up to its generation prompt stayed in the cache
+            self.assertGreaterEqual(t["kept"], prev["prompt_tokens"] - tail, (prev, t))
+            self.assertLess(t["kept"], prev["prompt_tokens"], (prev, t))
+            self.assertGreater(t["prompt_tokens"], prev["prompt_tokens"] + 30)
+            self.assertGreater(t["kv_kb"], prev["kv_kb"])
+        # a fresh prefill computes the whole conversation of its turn; only the asked turns have one
+        self.assertEqual([t["turn"] for t in turns if "fresh_ttft_ms" in t], [3, 5])
+        for t in turns:
+            if "fresh_ttft_ms" in t:
+                self.assertEqual(t["fresh_evaluated"], t["prompt_tokens"])
+                self.assertGreater(t["fresh_ttft_ms"], 0)
+        s = doc["summary"]
+        for k in ("rss_min_kb", "rss_max_kb", "rss_drift_pct", "anon_net_of_kv_drift_pct", "file_drift_pct",
+                  "mean_followup_ttft_ms", "mean_followup_new_tokens", "followup_ms_per_new_token_first_quarter",
+                  "followup_ms_per_new_token_last_quarter", "peak_rss_kb"):
+            self.assertIn(k, s)
+        self.assertLessEqual(s["rss_min_kb"], s["rss_max_kb"])
+        self.assertEqual(s["rss_min_kb"], min(t["rss_kb"] for t in turns[1:]))
+        self.assertGreaterEqual(s["peak_rss_kb"], s["rss_max_kb"])
+        follow = turns[1:]
+        self.assertAlmostEqual(s["mean_followup_new_tokens"], sum(t["new_tokens"] for t in follow) / len(follow), 1)
+
+        # deterministic: the same run prefills the same tokens
+        rc, again, err = cli(self.ARGS + ["--fresh-at", "3,5", "--json"])
+        self.assertEqual(rc, 0, err)
+        key = lambda d: [(t["prompt_tokens"], t["kept"], t["new_tokens"]) for t in d["turns"]]
+        self.assertEqual(key(json.loads(again)), key(doc))
+
+    def test_table_and_errors(self):
+        rc, out, err = cli(self.ARGS[:3] + ["--turns", "3", "--turn-tokens", "20", "-n", "2", "--ctx", "512"])
+        self.assertEqual(rc, 0, err)
+        lines = out.decode().splitlines()
+        self.assertTrue(lines[1].split()[:4] == ["turn", "prompt", "kept", "new"], lines[:2])
+        self.assertEqual([int(l.split()[0]) for l in lines[2:5]], [1, 2, 3])
+        self.assertIn("fresh prefill of", out.decode())  # the default --fresh-at includes the last turn
+        for bad in (["--turns", "0"], ["--fresh-at", "9"], ["--fresh-at", "2,x"], ["--warmup", "5"], ["--bogus"],
+                    ["--turn-tokens"]):
+            rc, _, err = cli(self.ARGS + bad)
+            self.assertEqual(rc, 2, (bad, err))
+            self.assertIn(b"eliza-infer:", err)
+        rc, _, err = cli(self.ARGS + ["--prompt-file", "/nonexistent"])
+        self.assertEqual((rc, b"cannot open" in err), (1, True), err)
+        rc, _, err = cli(self.ARGS + ["--ctx", "128"])  # the conversation outgrows the context
+        self.assertEqual((rc, b"does not fit" in err), (1, True), err)
+        rc, _, err = cli(self.ARGS + ["--ctx", "999999"])
+        self.assertEqual((rc, b"exceeds the model's context" in err), (1, True), err)
+
+
 if __name__ == "__main__":
     if not os.access(EXE, os.X_OK):
         sys.exit("test_cli.py: %s is not an executable" % EXE)
