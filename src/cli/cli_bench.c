@@ -303,9 +303,9 @@ int cli_bench(int argc, char **argv) {
      * prefill, timed as the cold time to first token (it also pages in the scratch and KV memory); the
      * measured prefill then runs warm, as llama-bench's does after its warm-up run. */
     double cold_s = 0, pp_s = 0, tg_s = 0;
-    const double t_cold = now_s();
+    const double t_cold = cli_now();
     int rc = eli_decode(c, toks, p > 0 ? p : 1, logits, 0, &err);
-    cold_s = now_s() - t_cold;
+    cold_s = cli_now() - t_cold;
     if (!rc && p > 0) {
         eli_context_reset(c);
         double t = cli_now();
