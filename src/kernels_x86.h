@@ -279,7 +279,9 @@ static inline void scale_rows(float *dst, const float *x, float d, int n) {
                     xr[r] = (const XB *)((const uint8_t *)vx + (size_t)row * bx);                                \
                 }                                                                                                \
                 float dd[X86_GCHUNK][ELI_KERNEL_MAX_NT][GRM]; /* a block's products contiguous */               \
+                WX_T wx[X86_GCHUNK][GRM]; /* the weight blocks, prepared once for all token groups */           \
                 for (int i = 0; i < cn; i++) {                                                                   \
+                    for (int r = 0; r < (GRM); r++) wx[i][r] = UX(xr[r] + c0 + i);                               \
                     float dx[GRM], mx[GRM];                                                                      \
                     for (int r = 0; r < (GRM); r++) {                                                            \
                         dx[r] = h2f(xr[r] + c0 + i);                                                             \
@@ -296,12 +298,10 @@ static inline void scale_rows(float *dst, const float *x, float d, int n) {
                         for (int r = 0; r < (GRM); r++) a[t][r] = acc[g][t0 + t][r];                             \
                     for (int i = 0; i < cn; i++) {                                                               \
                         const int64_t ib = c0 + i;                                                               \
-                        WX_T w[GRM];                                                                             \
-                        for (int r = 0; r < (GRM); r++) w[r] = UX(xr[r] + ib);                                   \
                         for (int t = 0; t < (GNT); t++) {                                                        \
                             const YP_T p = YPREP(yt[t0 + t] + ib);                                               \
                             for (int r = 0; r < (GRM); r++)                                                      \
-                                a[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(PAIR(w[r], p)),                     \
+                                a[t][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(PAIR(wx[i][r], p)),                 \
                                                           _mm256_set1_ps(dd[i][t0 + t][r]), a[t][r]);            \
                         }                                                                                        \
                     }                                                                                            \
