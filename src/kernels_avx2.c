@@ -34,6 +34,8 @@
 #include <string.h>
 
 #include "kernels_x86.h"
+/* the K-quant scale multiply-accumulate of the decode kernels in kernels_x86_kq.h: vpmaddwd + vpaddd */
+#define KACC(acc, p, sc) _mm256_add_epi32(acc, _mm256_madd_epi16(p, sc))
 #include "kernels_x86_kq.h"
 
 /* ---------------------------------------------------------------------------------------------------
@@ -301,114 +303,10 @@ ELI_X86_ROWS32(q5_1, eli_block_q5_1, eli_block_q8_1, gx_q5_1, gy_t, gy_plain_q8_
 
 /* ---------------------------------------------------------------------------------------------------
  * K-quants: 8 int32 lanes per super-block, lane l = elements 4l..4l+3 of every 32-element chunk
- * (quants.c, klanes_chunk), then one FMA per super-block (and one for the min lanes). The unpacking
- * helpers (scales, fifth bits, Q6_K quants, bsums lanes) are shared with kernels_avx512.c through
- * kernels_x86_kq.h.
+ * (quants.c, klanes_chunk), then one FMA per super-block (and one for the min lanes). The decode
+ * kernels and the unpacking helpers (scales, fifth bits, Q6_K quants, bsums lanes, the prefill's
+ * unpacked rows) are shared with kernels_avx512.c through kernels_x86_kq.h; the prefill tile is below.
  * ------------------------------------------------------------------------------------------------- */
-
-/* Decode: nr rows against one activation row, each row doing the reference's per-super-block steps.
- * The 8 chunk products go into two int32 sums (two dependency chains). No software prefetch: the rows
- * stream sequentially and the hardware prefetcher does better alone (measured, one thread, 256 MiB
- * Q4_K matrix: 19-21 GB/s without against 16-17 with prefetcht0 8 super-blocks ahead). */
-static inline __attribute__((always_inline)) void rows_q4_K(int64_t n, const int nr, const void *vx, size_t bx,
-                                                            const void *vy, float *s, const int q5) {
-    const int64_t nb = n / ELI_QK_K;
-    const eli_block_q8_K *y = vy;
-    __m256 acc[ELI_KERNEL_MAX_NR];
-    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int64_t i = 0; i < nb; i++) {
-        const int8_t *yq = y[i].qs;
-        for (int r = 0; r < nr; r++) {
-            const uint8_t *xb = (const uint8_t *)vx + (size_t)r * bx;
-            const uint8_t *qs, *sc;
-            __m256i qh = _mm256_setzero_si256();
-            if (q5) {
-                const eli_block_q5_K *x = (const eli_block_q5_K *)xb + i;
-                qs = x->qs, sc = x->scales, qh = loadu256(x->qh);
-            } else {
-                const eli_block_q4_K *x = (const eli_block_q4_K *)xb + i;
-                qs = x->qs, sc = x->scales;
-            }
-            const uint8_t *x0 = q5 ? xb + i * sizeof(eli_block_q5_K) : xb + i * sizeof(eli_block_q4_K);
-            const __m256i b = _mm256_broadcastsi128_si256(k4_scales(sc));
-            const __m256i mins = k4_min_lanes(b, y + i);
-            __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
-            for (int j = 0; j < 4; j++) {
-                const __m256i q = loadu256(qs + 32 * j);
-                __m256i lo = _mm256_and_si256(q, m4);
-                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-                if (q5) lo = _mm256_or_si256(lo, q5k_hbit(qh, 2 * j)), hi = _mm256_or_si256(hi, q5k_hbit(qh, 2 * j + 1));
-                s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, loadu256(yq + 64 * j)), K4_SC(b, 2 * j)));
-                s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, loadu256(yq + 64 * j + 32)),
-                                                            K4_SC(b, 2 * j + 1)));
-            }
-            __m256 d, dmin;
-            k4_d(x0, y[i].d, &d, &dmin);
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), d, acc[r]);
-            acc[r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mins), dmin, acc[r]);
-        }
-    }
-    for (int r = 0; r < nr; r++) s[r] = hsum_ps(acc[r]);
-}
-
-static inline __attribute__((always_inline)) void rows_q6_K(int64_t n, const int nr, const void *vx, size_t bx,
-                                                            const void *vy, float *s) {
-    const int64_t nb = n / ELI_QK_K;
-    const eli_block_q8_K *y = vy;
-    __m256 acc[ELI_KERNEL_MAX_NR];
-    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        const int8_t *yq = y[i].qs;
-        for (int r = 0; r < nr; r++) {
-            const eli_block_q6_K *x = (const eli_block_q6_K *)((const uint8_t *)vx + (size_t)r * bx) + i;
-            __m256i s0 = k6_offset_lanes(x, y + i), s1 = _mm256_setzero_si256();
-            for (int h = 0; h < 2; h++) {
-                const __m256i l0 = loadu256(x->ql + 64 * h), l1 = loadu256(x->ql + 64 * h + 32);
-                const __m256i qh = loadu256(x->qh + 32 * h);
-                const __m256i b = k6_scales_half(x->scales + 8 * h);
-                const int8_t *yh = yq + 128 * h;
-                s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(q6k_u(l0, l1, qh, 0), loadu256(yh)), K6_SC(b, 0)));
-                s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(q6k_u(l0, l1, qh, 1), loadu256(yh + 32)), K6_SC(b, 1)));
-                s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(q6k_u(l0, l1, qh, 2), loadu256(yh + 64)), K6_SC(b, 2)));
-                s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(q6k_u(l0, l1, qh, 3), loadu256(yh + 96)), K6_SC(b, 3)));
-            }
-            const __m256 d = _mm256_set1_ps(h2f(&x->d) * y[i].d);
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), d, acc[r]);
-        }
-    }
-    for (int r = 0; r < nr; r++) s[r] = hsum_ps(acc[r]);
-}
-
-static inline __attribute__((always_inline)) void rows_q4_Kx(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {
-    rows_q4_K(n, nr, vx, bx, vy, s, 0);
-}
-static inline __attribute__((always_inline)) void rows_q5_Kx(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {
-    rows_q4_K(n, nr, vx, bx, vy, s, 1);
-}
-static inline __attribute__((always_inline)) void rows_q6_Kx(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {
-    rows_q6_K(n, nr, vx, bx, vy, s);
-}
-
-/* one specialisation per row count keeps the accumulators in registers */
-#define DEF_KROWS(NAME)                                                                                          \
-    static void vec_dot_##NAME##_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {   \
-        switch (nr) {                                                                                            \
-        case 1: rows_##NAME##x(n, 1, vx, bx, vy, s); break;                                                      \
-        case 2: rows_##NAME##x(n, 2, vx, bx, vy, s); break;                                                      \
-        case 3: rows_##NAME##x(n, 3, vx, bx, vy, s); break;                                                      \
-        default: rows_##NAME##x(n, 4, vx, bx, vy, s); break;                                                     \
-        }                                                                                                        \
-    }                                                                                                            \
-    static float vec_dot_##NAME(int64_t n, const void *vx, const void *vy) {                                     \
-        float s;                                                                                                 \
-        rows_##NAME##x(n, 1, vx, 0, vy, &s);                                                                     \
-        return s;                                                                                                \
-    }
-
-DEF_KROWS(q4_K)
-DEF_KROWS(q5_K)
-DEF_KROWS(q6_K)
 
 /* ---------------------------------------------------------------------------------------------------
  * K-quant prefill microkernels (gemm): GEMM_RM weight rows x up to ELI_KERNEL_MAX_NT tokens per call
@@ -419,62 +317,11 @@ DEF_KROWS(q6_K)
  * repeat the last valid one (memory that exists); their results are computed like any other and dropped.
  * ------------------------------------------------------------------------------------------------- */
 
-#define GEMM_RM 4
+#define GEMM_RM KX_RM
 #define GEMM_NP (ELI_KERNEL_MAX_NT / 2) /* token pairs per call */
 
-/* Per super-block the GEMM_RM weight rows are unpacked into 8 chunks of 32 unsigned bytes, each with its
- * madd scale vector, plus the per-row operand of the bsums lanes (Q4_K / Q5_K: the mins, pairs-duplicated;
- * Q6_K: the 16 scales, for the offset lanes) and d / dmin; then every token pair is multiplied with them. */
-typedef struct {
-    __m256i q[GEMM_RM][8];  /* unsigned quants, element order */
-    __m256i sc[GEMM_RM][8]; /* the chunk's scales (int16; Q6_K: the two 16-element sub-blocks by halves) */
-    __m256i bw[GEMM_RM];    /* int16 weights of the 16 bsums */
-    float d[GEMM_RM], dmin[GEMM_RM];
-} kx_t;
-
-static inline void kx_q45_K(kx_t *k, const uint8_t *const x[GEMM_RM], const int q5) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int r = 0; r < GEMM_RM; r++) {
-        const uint8_t *sc = q5 ? ((const eli_block_q5_K *)x[r])->scales : ((const eli_block_q4_K *)x[r])->scales;
-        const uint8_t *qs = q5 ? ((const eli_block_q5_K *)x[r])->qs : ((const eli_block_q4_K *)x[r])->qs;
-        const __m256i qh = q5 ? loadu256(((const eli_block_q5_K *)x[r])->qh) : _mm256_setzero_si256();
-        const __m256i b = _mm256_broadcastsi128_si256(k4_scales(sc));
-        for (int j = 0; j < 4; j++) {
-            const __m256i q = loadu256(qs + 32 * j);
-            __m256i lo = _mm256_and_si256(q, m4);
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            if (q5) lo = _mm256_or_si256(lo, q5k_hbit(qh, 2 * j)), hi = _mm256_or_si256(hi, q5k_hbit(qh, 2 * j + 1));
-            k->q[r][2 * j] = lo;
-            k->q[r][2 * j + 1] = hi;
-        }
-        k->sc[r][0] = K4_SC(b, 0), k->sc[r][1] = K4_SC(b, 1), k->sc[r][2] = K4_SC(b, 2), k->sc[r][3] = K4_SC(b, 3);
-        k->sc[r][4] = K4_SC(b, 4), k->sc[r][5] = K4_SC(b, 5), k->sc[r][6] = K4_SC(b, 6), k->sc[r][7] = K4_SC(b, 7);
-        k->bw[r] = K4_MW(b);
-        k->d[r] = h2f(x[r]);
-        k->dmin[r] = h2f(x[r] + 2);
-    }
-}
-static inline void kx_q4_K(kx_t *k, const uint8_t *const x[GEMM_RM]) { kx_q45_K(k, x, 0); }
-static inline void kx_q5_K(kx_t *k, const uint8_t *const x[GEMM_RM]) { kx_q45_K(k, x, 1); }
-
-static inline void kx_q6_K(kx_t *k, const uint8_t *const x[GEMM_RM]) {
-    for (int r = 0; r < GEMM_RM; r++) {
-        const eli_block_q6_K *xb = (const eli_block_q6_K *)x[r];
-        for (int h = 0; h < 2; h++) {
-            const __m256i l0 = loadu256(xb->ql + 64 * h), l1 = loadu256(xb->ql + 64 * h + 32);
-            const __m256i qh = loadu256(xb->qh + 32 * h);
-            const __m256i b = k6_scales_half(xb->scales + 8 * h);
-            k->q[r][4 * h + 0] = q6k_u(l0, l1, qh, 0), k->sc[r][4 * h + 0] = K6_SC(b, 0);
-            k->q[r][4 * h + 1] = q6k_u(l0, l1, qh, 1), k->sc[r][4 * h + 1] = K6_SC(b, 1);
-            k->q[r][4 * h + 2] = q6k_u(l0, l1, qh, 2), k->sc[r][4 * h + 2] = K6_SC(b, 2);
-            k->q[r][4 * h + 3] = q6k_u(l0, l1, qh, 3), k->sc[r][4 * h + 3] = K6_SC(b, 3);
-        }
-        k->bw[r] = k6_offset_weights(xb);
-        k->d[r] = h2f(&xb->d);
-        k->dmin[r] = 0.0f;
-    }
-}
-
+/* Per super-block the GEMM_RM weight rows are unpacked (kx_t, kernels_x86_kq.h), then every token pair is
+ * multiplied with them. */
 /* acc + v (int32), in inline assembly: with the intrinsic GCC re-associates the tile's 8 chains of 8 chunk
  * products into trees, storing every product to the stack first (measured Q4_K: 63 against 71 GMAC/s) */
 static inline __m256i kacc(__m256i acc, __m256i v) {
