@@ -13,19 +13,9 @@
 
 #include "eliza_inference.h"
 #include "test.h"
+#include "test_ffi_config.h"
 
 #define MODEL "golden/models/e2b-mini-f32.gguf"
-
-static eliza_llm_stream_config_t greedy_cfg(int max_tokens) {
-    eliza_llm_stream_config_t c;
-    memset(&c, 0, sizeof c);
-    c.max_tokens = max_tokens;
-    c.temperature = 0;
-    c.slot_id = -1;
-    c.n_gpu_layers = -1;
-    c.context_size = 256;
-    return c;
-}
 
 /* Runs next() with 32-token steps until it returns 1; returns the number of tokens. */
 static int generate(EliLlmStream *s, int32_t *out, int cap, char *text, size_t text_cap) {

@@ -13,20 +13,10 @@
 #include "engine.h"
 #include "slot.h"
 #include "test.h"
+#include "test_ffi_config.h"
 
 #define MODEL "golden/models/e2b-mini-f32.gguf"
 #define OTHER "golden/models/e2b-mini-q8_0.gguf"
-
-static eliza_llm_stream_config_t greedy_cfg(int max_tokens) {
-    eliza_llm_stream_config_t c;
-    memset(&c, 0, sizeof c);
-    c.max_tokens = max_tokens;
-    c.temperature = 0;
-    c.slot_id = -1;
-    c.n_gpu_layers = -1;
-    c.context_size = 256;
-    return c;
-}
 
 /* next() with steps of `step` tokens until the stream ends or `limit` tokens came; returns the count */
 static int gen_abi(EliLlmStream *s, int32_t *out, int limit, int step) {
