@@ -27,6 +27,7 @@ struct eli_context {
     float *gate, *up; /* [T][n_ff_max] */
     float *ple;    /* [T][L*n_pl] */
     float *ple_tok; /* [T][L*n_pl] */
+    uint8_t *ple_raw; /* one row of the PLE table as stored, read from the file (eli_model_ple_row) */
     float *scores; /* per thread: [nth][n_ctx] */
     float *attn_tmp; /* per thread: [nth][2 * head_dim_max] */
     float *moe_rn, *moe_y; /* MoE router input and one expert's output [E] */
@@ -38,7 +39,7 @@ struct eli_context {
 };
 
 eli_context_params eli_context_default_params(void) {
-    eli_context_params p = {0, 512, ELI_TYPE_F16, 0, 0};
+    eli_context_params p = {0, 512, ELI_TYPE_F16, 0, 0, -1};
     return p;
 }
 
@@ -56,7 +57,7 @@ void eli_context_free(eli_context *c) {
     eli_kv_free(c->kv);
     eli_pool_free(c->pool);
     free(c->x), free(c->xn), free(c->tmp), free(c->tmp2), free(c->q), free(c->k), free(c->v), free(c->att);
-    free(c->gate), free(c->up), free(c->ple), free(c->ple_tok), free(c->scores), free(c->attn_tmp), free(c->moe_rn), free(c->moe_y);
+    free(c->gate), free(c->up), free(c->ple), free(c->ple_tok), free(c->ple_raw), free(c->scores), free(c->attn_tmp), free(c->moe_rn), free(c->moe_y);
     free(c->flash_work);
     eli_buf_free(&c->qbuf);
     free(c);
@@ -79,6 +80,12 @@ static int resolve_params(const eli_model *m, const eli_context_params *params, 
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         p.n_threads = n > 0 ? (int)n : 1;
     }
+    if (p.reserve < 0) {
+        const char *e = getenv("ELIZA_LLM_RESERVE");
+        if (e && *e && strcmp(e, "0") && strcmp(e, "1"))
+            return eli_fail(err, ELI_ERR_INVALID_ARG, "ELIZA_LLM_RESERVE='%s' must be 0 or 1", e);
+        p.reserve = !(e && !strcmp(e, "0"));
+    }
     *out = p;
     return ELI_OK;
 }
@@ -90,6 +97,7 @@ typedef struct {
     int64_t f32[SB_N_F32];   /* floats per buffer */
     size_t flash_work_bytes; /* per thread */
     size_t qbuf_bytes;       /* the largest activation conversion a matmul asks for */
+    size_t ple_raw_bytes;    /* one stored PLE row */
 } scratch_sizes;
 
 static size_t conv_bytes(const eli_weight *w, int64_t rows) {
@@ -123,6 +131,7 @@ static void scratch_layout(const eli_model *m, const eli_context_params *p, scra
     f[SB_ATTN_TMP] = (int64_t)p->n_threads * 2 * dmax;
     f[SB_MOE_RN] = f[SB_MOE_Y] = E;
     s->flash_work_bytes = (eli_attend_flash_work_size(gmax, (int)dmax) + 63) & ~(size_t)63;
+    s->ple_raw_bytes = hp->n_pl ? m->ple_token_embd.row_bytes : 0;
     /* matmul inputs converted to a weight's vec_dot type: at most U rows (eli_matmul_k) */
     s->qbuf_bytes = conv_bytes(&m->output, U) > conv_bytes(&m->ple_model_proj, U) ? conv_bytes(&m->output, U)
                                                                                    : conv_bytes(&m->ple_model_proj, U);
@@ -143,7 +152,7 @@ size_t eli_context_scratch_bytes(const eli_model *m, const eli_context_params *p
     scratch_layout(m, &p, &s);
     size_t n = 0;
     for (int i = 0; i < SB_N_F32; i++) n += (size_t)(s.f32[i] > 0 ? s.f32[i] : 1) * sizeof(float);
-    return n + s.flash_work_bytes * (size_t)p.n_threads;
+    return n + s.flash_work_bytes * (size_t)p.n_threads + s.ple_raw_bytes;
 }
 
 size_t eli_context_qbuf_bound(const eli_model *m, const eli_context_params *params) {
@@ -178,7 +187,16 @@ eli_context *eli_context_create(const eli_model *m, const eli_context_params *pa
     c->flash = !p.reference_kernels && (p.kv_type == ELI_TYPE_F32 || p.kv_type == ELI_TYPE_F16);
     c->flash_work_bytes = s.flash_work_bytes;
     c->flash_work = malloc(c->flash_work_bytes * (size_t)p.n_threads);
-    if (!c->flash_work) goto oom;
+    c->ple_raw = malloc(s.ple_raw_bytes ? s.ple_raw_bytes : 1);
+    if (!c->flash_work || !c->ple_raw) goto oom;
+    if (p.reserve) {
+        if (eli_kv_reserve(c->kv, err)) goto fail_quiet;
+        for (int i = 0; i < SB_N_F32; i++) eli_mem_touch(*bufs[i], (size_t)(s.f32[i] > 0 ? s.f32[i] : 1) * sizeof(float));
+        eli_mem_touch(c->flash_work, c->flash_work_bytes * (size_t)p.n_threads);
+        eli_mem_touch(c->ple_raw, s.ple_raw_bytes);
+        if (s.qbuf_bytes && !eli_buf_reserve(&c->qbuf, s.qbuf_bytes)) goto oom;
+        eli_mem_touch(c->qbuf.p, s.qbuf_bytes);
+    }
     return c;
 oom:
     eli_fail(err, ELI_ERR_OOM, "out of memory for a context of %lld tokens", (long long)p.n_ctx);
@@ -389,7 +407,7 @@ static int ple_block(eli_context *c, int il, int64_t T) {
 }
 
 /* 3.1 embeddings and 3.2 per-layer inputs for a ubatch */
-static int embed(eli_context *c, const int32_t *tokens, int64_t T) {
+static int embed(eli_context *c, const int32_t *tokens, int64_t T, eli_error *err) {
     const eli_model *m = c->m;
     const eli_hparams *hp = &m->hp;
     const int64_t E = hp->n_embd;
@@ -403,10 +421,10 @@ static int embed(eli_context *c, const int32_t *tokens, int64_t T) {
     const int64_t P = hp->n_pl, W = P * hp->n_layer;
     const float tok_scale = sqrtf((float)P), proj_scale = 1.0f / sqrtf((float)E), comb_scale = 1.0f / sqrtf(2.0f);
     int rc = eli_matmul_k(c->pool, c->kern, &m->ple_model_proj, 0, c->x, T, c->ple, &c->qbuf);
-    if (rc) return rc;
+    if (rc) return eli_fail(err, rc, "out of memory during the forward pass");
     for (int64_t t = 0; t < T; t++) {
         float *tok = c->ple_tok + t * W, *pr = c->ple + t * W;
-        eli_weight_row(&m->ple_token_embd, 0, tokens[t], tok);
+        if ((rc = eli_model_ple_row(m, tokens[t], c->ple_raw, tok, err))) return rc; /* from the file: model.h */
         for (int64_t il = 0; il < hp->n_layer; il++) {
             float *p = pr + il * P;
             for (int64_t i = 0; i < P; i++) p[i] *= proj_scale;
@@ -431,22 +449,23 @@ static int head(eli_context *c, int64_t first, int64_t T, float *logits, float *
     return ELI_OK;
 }
 
-static int forward_ubatch(eli_context *c, const int32_t *tokens, int64_t T, float *logits, float *hidden, int all) {
+static int forward_ubatch(eli_context *c, const int32_t *tokens, int64_t T, float *logits, float *hidden, int all,
+                          eli_error *err) {
     const eli_model *m = c->m;
     const int64_t pos0 = c->n_past;
-    int rc = embed(c, tokens, T);
-    if (rc) return rc;
-    for (int il = 0; il < m->hp.n_layer; il++) {
+    int rc = embed(c, tokens, T, err);
+    if (rc) return rc; /* nothing was written to the cache */
+    for (int il = 0; il < m->hp.n_layer && !rc; il++) {
         const eli_layer *l = &m->layers[il];
-        if ((rc = attention_block(c, il, T, pos0))) return rc;
-        if ((rc = ffn_block(c, il, T))) return rc;
-        if (m->hp.n_pl && (rc = ple_block(c, il, T))) return rc;
+        if ((rc = attention_block(c, il, T, pos0)) || (rc = ffn_block(c, il, T)) ||
+            (m->hp.n_pl && (rc = ple_block(c, il, T))))
+            break;
         if (l->has_out_scale) /* (g) the whole residual stream is scaled */
             for (int64_t i = 0; i < T * m->hp.n_embd; i++) c->x[i] *= l->out_scale;
     }
-    c->n_past += T;
-    if (!logits && !hidden) return ELI_OK;
-    return head(c, all ? 0 : T - 1, T, logits, hidden);
+    if (!rc) c->n_past += T;
+    if (!rc && (logits || hidden)) rc = head(c, all ? 0 : T - 1, T, logits, hidden);
+    return rc ? eli_fail(err, rc, "out of memory during the forward pass") : ELI_OK;
 }
 
 int eli_decode_ex(eli_context *c, const int32_t *tokens, int64_t n, const eli_outputs *out, eli_error *err) {
@@ -472,8 +491,8 @@ int eli_decode_ex(eli_context *c, const int32_t *tokens, int64_t n, const eli_ou
             lg = out->logits;
             hd = out->hidden;
         }
-        int rc = forward_ubatch(c, tokens + done, T, lg, hd, out->all);
-        if (rc) return eli_fail(err, rc, "out of memory during the forward pass");
+        int rc = forward_ubatch(c, tokens + done, T, lg, hd, out->all, err);
+        if (rc) return rc;
         done += T;
     }
     return ELI_OK;

@@ -17,6 +17,11 @@ typedef struct eli_context_params {
     uint32_t kv_type; /* cache type, ELI_TYPE_F16 by default (see eli_kv_type_from_name) */
     int n_threads;    /* 0 = number of online CPUs */
     int reference_kernels; /* 1: plain scalar reference kernels only (the "reference" backend) */
+    /* 1: touch the whole KV cache, its window checkpoints and the scratch buffers at creation, so the
+     * resident memory is what the planner predicts from the start and stays flat however long the
+     * conversation; 0: pages become resident as they are first written (a short chat holds less);
+     * -1 (the default) = environment ELIZA_LLM_RESERVE ("0" or "1"), else 1. */
+    int reserve;
 } eli_context_params;
 
 eli_context_params eli_context_default_params(void);

@@ -22,6 +22,7 @@ struct gguf_file {
     const uint8_t *base;
     size_t size;
     int mapped; /* base came from mmap and is unmapped on close */
+    int fd;     /* the file, kept open for gguf_read_at while mapped; -1 for a memory buffer */
     uint32_t version;
     uint32_t alignment;
     uint64_t data_offset;
@@ -398,6 +399,7 @@ gguf_file *gguf_open_memory(const void *buf, size_t size, eli_error *err) {
     }
     f->base = buf;
     f->size = size;
+    f->fd = -1;
     return open_common(f, err);
 }
 
@@ -427,16 +429,17 @@ gguf_file *gguf_open(const char *path, eli_error *err) {
             return NULL;
         }
     }
-    close(fd);
     gguf_file *f = calloc(1, sizeof *f);
     if (!f) {
         if (map) munmap(map, size);
+        close(fd);
         eli_fail(err, ELI_ERR_OOM, "out of memory");
         return NULL;
     }
     f->base = map ? map : (const uint8_t *)"";
     f->size = size;
     f->mapped = map != NULL;
+    f->fd = fd;
     f = open_common(f, err);
     if (!f) eli_error_prefix(err, "%s", path);
     return f;
@@ -454,6 +457,7 @@ void gguf_close(gguf_file *f) {
     free(f->kv_index);
     free(f->tensor_index);
     if (f->mapped) munmap((void *)f->base, f->size);
+    if (f->fd >= 0) close(f->fd);
     free(f);
 }
 
@@ -462,6 +466,28 @@ uint64_t gguf_file_size(const gguf_file *f) { return f->size; }
 uint32_t gguf_alignment(const gguf_file *f) { return f->alignment; }
 uint64_t gguf_data_offset(const gguf_file *f) { return f->data_offset; }
 const void *gguf_mapping(const gguf_file *f) { return f->base; }
+
+int gguf_read_at(const gguf_file *f, const void *at, size_t n, void *dst) {
+    const uint8_t *p = at;
+    if (p < f->base || n > f->size || (size_t)(p - f->base) > f->size - n) return EINVAL;
+    if (f->fd < 0) {
+        memcpy(dst, p, n);
+        return 0;
+    }
+    for (size_t done = 0; done < n;) {
+        const ssize_t r = pread(f->fd, (uint8_t *)dst + done, n - done, (off_t)(p - f->base + done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return r < 0 ? errno : EIO; /* 0: the file was truncated under us */
+        done += (size_t)r;
+    }
+    return 0;
+}
+
+void gguf_advise_random(const gguf_file *f, const void *at, size_t n) {
+    const uint8_t *p = at;
+    if (f->fd < 0 || p < f->base || n > f->size || (size_t)(p - f->base) > f->size - n) return;
+    (void)posix_fadvise(f->fd, (off_t)(p - f->base), (off_t)n, POSIX_FADV_RANDOM);
+}
 uint64_t gguf_n_kv(const gguf_file *f) { return f->n_kv; }
 const gguf_kv *gguf_kv_at(const gguf_file *f, uint64_t i) { return i < f->n_kv ? &f->kv[i] : NULL; }
 uint64_t gguf_n_tensors(const gguf_file *f) { return f->n_tensors; }

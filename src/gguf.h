@@ -85,6 +85,14 @@ uint64_t gguf_file_size(const gguf_file *f);
 uint32_t gguf_alignment(const gguf_file *f);
 uint64_t gguf_data_offset(const gguf_file *f); /* file offset of the tensor data section */
 const void *gguf_mapping(const gguf_file *f);  /* start of the file in memory */
+/* Reads the n bytes that the mapping shows at `at` (inside gguf_mapping's range) into dst: with pread from
+ * the file opened by gguf_open, so those pages of the mapping are never touched (they stay out of this
+ * process's resident set; the page cache keeps them); a memory buffer is copied. 0, or an errno value
+ * (EINVAL when the range is outside the file). */
+int gguf_read_at(const gguf_file *f, const void *at, size_t n, void *dst);
+/* Page-cache hint for the file range behind [at, at + n): read at random, no readahead (a failure only
+ * loses the hint; nothing for a memory buffer). */
+void gguf_advise_random(const gguf_file *f, const void *at, size_t n);
 
 uint64_t gguf_n_kv(const gguf_file *f);
 const gguf_kv *gguf_kv_at(const gguf_file *f, uint64_t i);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops.h"
 #include "quants.h"
 
 #define MAX_CHECKPOINTS 64
@@ -99,6 +100,26 @@ oom:
     eli_kv_free(kv);
     eli_fail(err, ELI_ERR_OOM, "out of memory for a KV cache of %lld cells", (long long)n_ctx);
     return NULL;
+}
+
+int eli_kv_reserve(eli_kv_cache *kv, eli_error *err) {
+    for (int il = 0; il < kv->n_layer; il++) {
+        eli_kv_layer *c = &kv->layers[il];
+        if (!c->k) continue;
+        eli_mem_touch(c->k, (size_t)c->n_cells * c->row_bytes);
+        eli_mem_touch(c->v, (size_t)c->n_cells * c->row_bytes);
+    }
+    const size_t one = eli_kv_checkpoint_bytes(kv);
+    for (int i = 0; one && i < kv->max_ckpt; i++) {
+        eli_kv_checkpoint *cp = &kv->ckpt[i];
+        if (!cp->data) {
+            if (!(cp->data = malloc(one)))
+                return eli_fail(err, ELI_ERR_OOM, "out of memory for %d window checkpoints of %zu bytes", kv->max_ckpt, one);
+            kv->ckpt_bytes += one;
+        }
+        eli_mem_touch(cp->data, one);
+    }
+    return ELI_OK;
 }
 
 void eli_kv_free(eli_kv_cache *kv) {

@@ -54,6 +54,10 @@ size_t eli_kv_predict_bytes(const eli_model *m, int64_t n_ctx, int64_t n_ubatch,
 
 eli_kv_cache *eli_kv_create(const eli_model *m, int64_t n_ctx, int64_t n_ubatch, uint32_t type, eli_error *err);
 void eli_kv_free(eli_kv_cache *kv);
+/* Makes every page of the cache resident now: the K/V rows of every layer and all max_ckpt checkpoint
+ * buffers (allocated here rather than at the first checkpoint), so that memory does not grow with the
+ * conversation afterwards. ELI_ERR_OOM when a checkpoint buffer cannot be allocated. */
+int eli_kv_reserve(eli_kv_cache *kv, eli_error *err);
 /* Forgets every cell (and every checkpoint). */
 void eli_kv_clear(eli_kv_cache *kv);
 /* Stores K and V (width floats each) of position pos in layer il. */

@@ -5,8 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "quants.h"
 
@@ -342,14 +340,12 @@ static int bind_layer(binder *b, int il, const int *n_ff, const int *n_head, con
     return ELI_OK;
 }
 
-/* The per-layer-embedding table is read one row per token: no readahead around the rows (the pages of the
- * table's byte range, rounded out to whole pages, get MADV_RANDOM; a failure only loses the hint). */
-static void advise_random(const void *data, size_t bytes) {
-    const long pg = sysconf(_SC_PAGESIZE);
-    if (!data || !bytes || pg <= 0) return;
-    const uintptr_t lo = (uintptr_t)data & ~((uintptr_t)pg - 1);
-    const uintptr_t hi = ((uintptr_t)data + bytes + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
-    (void)madvise((void *)lo, hi - lo, MADV_RANDOM);
+int eli_model_ple_row(const eli_model *m, int64_t r, void *raw, float *out, eli_error *err) {
+    const eli_weight *w = &m->ple_token_embd;
+    const int e = gguf_read_at(m->file, (const uint8_t *)w->data + (size_t)r * w->row_bytes, w->row_bytes, raw);
+    if (e) return eli_fail(err, ELI_ERR_INVALID_ARG, "reading row %lld of '%s' from the model file: %s", (long long)r, w->name, strerror(e));
+    eli_dequantize_row(w->type, raw, out, w->cols);
+    return ELI_OK;
 }
 
 /* The assistant's optional centroid-masked head: masked_embd_centroids.weight {n_embd, n_centroids} and
@@ -446,7 +442,8 @@ eli_model *eli_model_from_gguf(gguf_file *f, eli_error *err) {
     }
     if (load_hparams(m, err, &n_ff, &n_head, &n_kv, &swa)) goto fail;
     const gguf_tensor *ple_t = gguf_find_tensor(f, "per_layer_token_embd.weight");
-    if (ple_t) advise_random(ple_t->data, (size_t)ple_t->nbytes); /* before anything reads the mapping around it */
+    /* read one row per token with pread (eli_model_ple_row): no readahead around the rows */
+    if (ple_t) gguf_advise_random(f, ple_t->data, (size_t)ple_t->nbytes);
 
     /* The vocabulary size comes from the embedding table. */
     const gguf_tensor *te = find_tensor(&b, "token_embd.weight", 1);

@@ -94,5 +94,11 @@ eli_model *eli_model_load(const char *path, eli_error *err);
 /* Binds a model over an already opened file; takes ownership of f on success. */
 eli_model *eli_model_from_gguf(gguf_file *f, eli_error *err);
 void eli_model_free(eli_model *m);
+/* Per-layer-embedding row r, dequantized into out (n_pl * n_layer floats). Its bytes are read from the
+ * file (gguf_read_at: pread into raw, ple_token_embd.row_bytes bytes) rather than through the mapping, so
+ * the table never becomes resident in this process however many distinct tokens a conversation sees
+ * (a mapped read would keep every row it touched, and the pages around it that Linux maps on a fault).
+ * ELI_ERR_INVALID_ARG when the read fails (r is the caller's valid token id). */
+int eli_model_ple_row(const eli_model *m, int64_t r, void *raw, float *out, eli_error *err);
 
 #endif

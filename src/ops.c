@@ -23,6 +23,12 @@ void eli_buf_free(eli_buf *b) {
     b->cap = 0;
 }
 
+void eli_mem_touch(void *p, size_t n) {
+    volatile uint8_t *b = p;
+    for (size_t i = 0; i < n; i += 4096) b[i] = 0;
+    if (n) b[n - 1] = 0;
+}
+
 void eli_rms_norm(float *y, const float *x, const float *w, int64_t n, float eps) {
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);

@@ -85,17 +85,8 @@ static int plan_core(const eli_model *m, const eli_plan_params *pp, eli_plan *o,
 }
 
 static void finish(eli_plan *o) {
-    o->peak_rss = o->baseline + o->weights_resident + o->ple_resident + o->kv_swa + o->kv_full + o->kv_ckpt + o->scratch +
+    o->peak_rss = o->baseline + o->weights_resident + o->kv_swa + o->kv_full + o->kv_ckpt + o->scratch +
                   o->session + o->tokenizer;
-}
-
-static uint64_t ple_rows_bound(uint64_t table, uint64_t row_bytes, int64_t n_vocab, int64_t n_ctx) {
-    if (!table || !row_bytes) return 0;
-    const uint64_t pg = page_size();
-    const uint64_t rows = (uint64_t)(n_ctx < n_vocab ? n_ctx : n_vocab);
-    uint64_t b = rows * ((row_bytes + pg - 1) / pg + 1) * pg;
-    const uint64_t cap = (table + pg - 1) / pg * pg + pg;
-    return b < cap ? b : cap;
 }
 
 int eli_plan_model(const eli_model *m, const eli_plan_params *p, uint64_t tokenizer_bytes, eli_plan *out, eli_error *err) {
@@ -106,7 +97,6 @@ int eli_plan_model(const eli_model *m, const eli_plan_params *p, uint64_t tokeni
     const eli_weight *pl = &m->ple_token_embd;
     out->ple_table = pl->data ? (uint64_t)pl->rows * pl->row_bytes : 0;
     out->weights_resident = out->file_bytes - out->ple_table;
-    out->ple_resident = ple_rows_bound(out->ple_table, pl->row_bytes, m->hp.n_vocab, out->n_ctx);
     if (!tokenizer_bytes) {
         uint64_t text = 0;
         const gguf_value *v = gguf_find(m->file, "tokenizer.ggml.tokens");
@@ -272,7 +262,6 @@ int eli_plan_arch(const char *arch, const char *wtype, const eli_plan_params *p,
         out->file_bytes = tensors + meta;
         out->ple_table = ple;
         out->weights_resident = out->file_bytes - ple;
-        out->ple_resident = ple_rows_bound(ple, m.ple_token_embd.row_bytes, m.hp.n_vocab, out->n_ctx);
         out->tokenizer = estimate_tokenizer(m.hp.n_vocab, (uint64_t)m.hp.n_vocab * 7);
         finish(out);
     }

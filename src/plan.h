@@ -3,8 +3,9 @@
  *
  *   weights resident  file bytes that decoding touches: every tensor except the per-layer-embedding (PLE)
  *                     table, plus the header/metadata (read at load). The mapping is never copied.
- *   PLE resident      the PLE table is read one row per token (MADV_RANDOM): an upper bound of
- *                     min(n_ctx, n_vocab) distinct rows, each on ceil(row/page) + 1 pages, capped by the table.
+ *   PLE table         not resident at all: its rows are read from the file one per token with pread
+ *                     (eli_model_ple_row, POSIX_FADV_RANDOM) into a one-row scratch buffer, so they live in
+ *                     the page cache, not in this process.
  *   KV                sliding rings and full layers separately (per the cache type's row size), plus the
  *                     window checkpoints (n_ckpt snapshots of the rings).
  *   scratch           eli_context_create's buffers and the matmul activation-conversion buffer.
@@ -12,8 +13,8 @@
  *   tokenizer         its heap (measured when a file is given and glibc's mallinfo2 is available, else an
  *                     estimate from the vocabulary).
  *   baseline          the process itself (binary, libc, touched thread stacks): a constant estimate.
- * peak RSS is their sum: it assumes the whole context gets filled (KV pages are touched as positions are
- * written, so a short conversation stays below it). */
+ * peak RSS is their sum: what a stream holds from its creation on (the context reserves its KV and
+ * scratch by default, eli_context_params.reserve), however long the conversation. */
 #ifndef ELI_PLAN_H
 #define ELI_PLAN_H
 
@@ -35,7 +36,7 @@ eli_plan_params eli_plan_default_params(void);
 typedef struct eli_plan {
     int64_t n_ctx, n_ubatch, swa_cells;
     int n_threads, n_ckpt;
-    uint64_t file_bytes, weights_resident, ple_table, ple_resident;
+    uint64_t file_bytes, weights_resident, ple_table;
     uint64_t kv_swa, kv_full, kv_ckpt;
     uint64_t scratch, session, tokenizer, baseline;
     uint64_t peak_rss;

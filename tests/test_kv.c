@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "engine.h"
 #include "forward.h"
@@ -65,12 +67,17 @@ static void test_checkpoints(void) {
     eli_context_params p = eli_context_default_params();
     p.n_ctx = 256;
     p.n_ubatch = 4; /* rings of 16 + 4 cells */
+    p.reserve = 0;
     eli_context *c = eli_context_create(m, &p, &err), *f = eli_context_create(m, &p, &err);
     CHECK(c && f, "contexts: %s", err.msg);
     if (!c || !f) return;
     eli_kv_cache *kv = eli_context_kv_mut(c);
     const size_t one = eli_kv_checkpoint_bytes(kv);
     CHECK(one > 0 && kv->max_ckpt == 1 && kv->ckpt_bytes == 0, "one checkpoint of %zu bytes, allocated lazily", one);
+    p.reserve = 1;
+    eli_context *r = eli_context_create(m, &p, &err);
+    CHECK(r && eli_context_kv_mut(r)->ckpt_bytes == one, "reserved: the checkpoint allocated up front");
+    eli_context_free(r);
     float *la = malloc((size_t)10 * V * sizeof *la), *lb = malloc((size_t)10 * V * sizeof *lb);
 
     CHECK(!eli_decode(c, seq, 60, NULL, 0, &err), "decode 60");
@@ -186,7 +193,71 @@ static void test_gen_reset_keep(void) {
     eli_model_free(m);
 }
 
+/* Resident pages of p[0..n) (mincore over the pages it spans), -1 on error. */
+static long resident_pages(const void *p, size_t n) {
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t lo = (uintptr_t)p & ~(pg - 1), hi = ((uintptr_t)p + n + pg - 1) & ~(pg - 1);
+    unsigned char *v = malloc((hi - lo) / pg);
+    long r = -1;
+    if (v && !mincore((void *)lo, hi - lo, v)) {
+        r = 0;
+        for (size_t i = 0; i < (hi - lo) / pg; i++) r += v[i] & 1;
+    }
+    free(v);
+    return r;
+}
+
+/* eli_context_params.reserve: every page of the KV cache and of the window checkpoints is resident right
+ * after creation (so RSS cannot grow with the conversation), and ELIZA_LLM_RESERVE is validated. */
+static void test_reserve(void) {
+    eli_error err = {0};
+    eli_model *m = eli_model_load(eli_shared_path("golden/models/e2b-mini-f32.gguf"), &err);
+    CHECK(m != NULL, "load: %s", err.msg);
+    if (!m) return;
+    eli_context_params p = eli_context_default_params();
+    p.n_ctx = 4096;
+    p.n_ubatch = 64;
+    p.reserve = 1;
+    eli_context *c = eli_context_create(m, &p, &err);
+    CHECK(c != NULL, "reserved context: %s", err.msg);
+    if (c) {
+        const eli_kv_cache *kv = eli_context_kv_mut(c);
+        const long pg = sysconf(_SC_PAGESIZE);
+        long want = 0, got = 0;
+        for (int il = 0; il < kv->n_layer; il++) {
+            const eli_kv_layer *l = &kv->layers[il];
+            if (!l->k) continue;
+            const size_t b = (size_t)l->n_cells * l->row_bytes;
+            want += 2 * (long)(b / (size_t)pg);
+            got += resident_pages(l->k, b) + resident_pages(l->v, b);
+        }
+        const size_t one = eli_kv_checkpoint_bytes(kv);
+        for (int i = 0; i < kv->max_ckpt && one; i++) {
+            want += (long)(one / (size_t)pg);
+            got += kv->ckpt[i].data ? resident_pages(kv->ckpt[i].data, one) : 0;
+        }
+        CHECK(want > 100 && got >= want, "reserved: %ld of %ld KV + checkpoint pages resident", got, want);
+    }
+    eli_context_free(c);
+    static const char *bad[] = {"2", "yes", "-1"};
+    for (size_t i = 0; i < 3; i++) {
+        setenv("ELIZA_LLM_RESERVE", bad[i], 1);
+        p.reserve = -1;
+        c = eli_context_create(m, &p, &err);
+        CHECK(!c && strstr(err.msg, "ELIZA_LLM_RESERVE") && strstr(err.msg, bad[i]), "ELIZA_LLM_RESERVE=%s: %s", bad[i],
+              err.msg);
+        eli_context_free(c);
+    }
+    setenv("ELIZA_LLM_RESERVE", "0", 1);
+    c = eli_context_create(m, &p, &err);
+    CHECK(c && eli_context_kv_mut(c)->ckpt_bytes == 0, "ELIZA_LLM_RESERVE=0: lazy (%s)", c ? "ok" : err.msg);
+    eli_context_free(c);
+    unsetenv("ELIZA_LLM_RESERVE");
+    eli_model_free(m);
+}
+
 int main(void) {
+    test_reserve();
     test_layout();
     test_checkpoints();
     test_gen_reset_keep();

@@ -142,6 +142,10 @@ static void test_rss(void) {
            (long long)N, hwm / 1048576.0, base / 1048576.0, pred / 1048576.0, o.baseline / 1048576.0, hwm / pred,
            (unsigned long long)mapped, (unsigned long long)o.ple_table);
     if (!UNDER_ASAN) CHECK(hwm > 0.9 * pred && hwm < 1.1 * pred, "peak RSS within 10%%: %.3f", hwm / pred);
+    /* the rows are read with pread: at most the fault-around windows (64 KiB) that reads of the neighbouring
+     * tensors map over the table's two ends, never the rows the 2048 random tokens used */
+    CHECK(o.ple_table > 4 * 65536 && mapped <= 2 * 65536, "PLE rows stay out of the process: %llu of %llu bytes mapped",
+          (unsigned long long)mapped, (unsigned long long)o.ple_table);
     free(ids);
     eli_gen_free(g);
     eli_tokenizer_free(tok);

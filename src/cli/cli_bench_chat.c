@@ -1,5 +1,5 @@
 /* eliza-infer bench-chat [-m FILE] [--turns 100] [--turn-tokens 200] [-n 16] [--ctx N] [-t N] [--kv TYPE]
- *                        [--warmup W] [--fresh-at LIST] [--prompt-file F] [--json]
+ *                        [--lazy] [--warmup W] [--fresh-at LIST] [--prompt-file F] [--json]
  *
  * A long multi-turn chat through the path `chat` and a host of the C ABI take: every turn renders the
  * whole conversation with the chat template, keeps the longest common prefix of the KV cache
@@ -9,12 +9,14 @@
  * Per turn: prompt tokens, tokens kept, new tokens, positions the model actually computed for the prompt
  * (new tokens plus any recomputed prefix), render+tokenize time, time to first token (reset_keep +
  * prefill + first sample), decode speed, and RSS split into anonymous memory (KV cache, scratch) and file
- * pages (the mmapped weights), next to the KV bytes the conversation has written so far.
+ * pages (the mmapped weights), next to the KV bytes resident: the whole cache and its checkpoints, which
+ * the context reserves at creation, or with --lazy (eli_context_params.reserve = 0) the bytes the
+ * conversation has written so far.
  * For the --fresh-at turns, after the chat the session is reset and the whole conversation as it was at
  * that turn is prefilled from scratch: the TTFT a fresh prompt of that length costs, against the
  * follow-up's.
  * Summary (turns after the warm-up): RSS min/max and drift, the same for anonymous memory net of the KV
- * written (what must stay flat: the KV cache itself grows with the conversation, one row per token), the
+ * (what must stay flat in either mode: with --lazy the KV cache itself grows with the conversation), the
  * mean follow-up TTFT and the cost per new token early and late in the conversation. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +38,8 @@ static int usage(FILE *out) {
             "  -n N               tokens generated per turn, greedy (default 16)\n"
             "  --ctx N            context size (default min(32768, the model's))\n"
             "  -t N               threads    --kv TYPE  KV cache type (default f16)\n"
+            "  --lazy             let KV and scratch pages become resident as first written (default: reserved\n"
+            "                     at creation, so RSS is what the planner predicts from the first turn on)\n"
             "  --warmup W         turns left out of the RSS and TTFT summary (default turns / 5)\n"
             "  --fresh-at LIST    turns (comma-separated) whose whole conversation is also prefilled from scratch,\n"
             "                     after the chat (default 10, turns / 2 and the last turn)\n"
@@ -48,7 +52,7 @@ typedef struct {
     int64_t prompt, kept, evaluated, generated;
     double render_ms, ttft_ms, decode_tps;
     long rss_kb, anon_kb, file_kb;
-    double kv_kb; /* KV bytes written by the positions in the cache (rings: at most their size) */
+    double kv_kb; /* KV bytes resident: all of it (reserved), or written by the positions in the cache (--lazy) */
     int32_t *ids;         /* the prompt, kept for a fresh prefill at the end (--fresh-at) */
     double fresh_ttft_ms; /* < 0: not measured */
     int64_t fresh_evaluated;
@@ -147,12 +151,12 @@ int cli_bench_chat(int argc, char **argv) {
     const char *path = NULL, *prompt_file = NULL, *fresh_list = NULL;
     long long turns = 100, turn_tokens = 200, n_gen = 16, warmup = -1, ctx = 0, threads = 0;
     uint32_t kv = ELI_TYPE_F16;
-    int json = 0;
+    int json = 0, lazy = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout), 0;
-        if (!strcmp(a, "--json")) {
-            json = 1;
+        if (!strcmp(a, "--json") || !strcmp(a, "--lazy")) {
+            *(a[2] == 'j' ? &json : &lazy) = 1;
             continue;
         }
         static const char *const valued[] = {"-m",      "--model", "--prompt-file", "--fresh-at", "--turns", "--turn-tokens",
@@ -208,6 +212,7 @@ int cli_bench_chat(int argc, char **argv) {
     p.ctx.n_ctx = ctx;
     p.ctx.kv_type = kv;
     p.ctx.n_threads = (int)threads;
+    p.ctx.reserve = !lazy;
     p.sampling.temperature = 0;
     p.max_tokens = n_gen;
     const int64_t n_ubatch = p.ctx.n_ubatch > 0 ? p.ctx.n_ubatch : 512;
@@ -227,8 +232,9 @@ int cli_bench_chat(int argc, char **argv) {
         }
     }
     if (!json) {
-        printf("model %s, %s kernels, %lld-token context, %s KV cache; %lld turns of ~%lld user tokens + %lld generated\n",
-               path ? path : "eliza-1-nano (embedded)", eli_kernels_best()->name, ctx, eli_type_name(kv), turns, turn_tokens, n_gen);
+        printf("model %s, %s kernels, %lld-token context, %s KV cache (%s); %lld turns of ~%lld user tokens + %lld generated\n",
+               path ? path : "eliza-1-nano (embedded)", eli_kernels_best()->name, ctx, eli_type_name(kv),
+               lazy ? "lazy" : "reserved", turns, turn_tokens, n_gen);
         printf("%5s %7s %7s %6s %6s %4s %9s %9s %7s %7s %9s %9s %9s %8s\n", "turn", "prompt", "kept", "new", "eval", "gen",
                "render_ms", "ttft_ms", "ms/new", "tok/s", "rss_MiB", "anon_MiB", "file_MiB", "kv_MiB");
     }
@@ -273,7 +279,7 @@ int cli_bench_chat(int argc, char **argv) {
         r->rss_kb = cli_status_kb("VmRSS");
         r->anon_kb = cli_status_kb("RssAnon");
         r->file_kb = cli_status_kb("RssFile");
-        r->kv_kb = (double)eli_kv_predict_bytes(m, eli_gen_n_committed(g), n_ubatch, kv, NULL, NULL) / 1024.0;
+        r->kv_kb = (double)eli_kv_predict_bytes(m, lazy ? eli_gen_n_committed(g) : ctx, n_ubatch, kv, NULL, NULL) / 1024.0;
         r->fresh_ttft_ms = -1;
         if (fresh[t]) r->ids = ids, ids = NULL; /* prefilled from scratch after the last turn */
         free(ids), ids = NULL;
@@ -321,9 +327,10 @@ int cli_bench_chat(int argc, char **argv) {
     if (json) {
         const char *shown = path ? path : "eliza-1-nano (embedded)";
         char *qpath = eli_json_quote(shown, strlen(shown));
-        printf("{\"model\": %s, \"kernels\": \"%s\", \"ctx\": %lld, \"kv_type\": \"%s\", \"turn_tokens\": %lld, \"n_gen\": %lld, "
-               "\"warmup\": %lld,\n \"turns\": [",
-               qpath ? qpath : "\"\"", eli_kernels_best()->name, ctx, eli_type_name(kv), turn_tokens, n_gen, warmup);
+        printf("{\"model\": %s, \"kernels\": \"%s\", \"ctx\": %lld, \"kv_type\": \"%s\", \"reserved\": %s, \"turn_tokens\": %lld, "
+               "\"n_gen\": %lld, \"warmup\": %lld,\n \"turns\": [",
+               qpath ? qpath : "\"\"", eli_kernels_best()->name, ctx, eli_type_name(kv), lazy ? "false" : "true", turn_tokens,
+               n_gen, warmup);
         free(qpath);
         for (int64_t i = 0; i < n; i++) {
             const turn_rec *r = &rec[i];
@@ -351,7 +358,7 @@ int cli_bench_chat(int argc, char **argv) {
         printf("\nturns %lld..%lld:\n", warmup + 1, turns);
         printf("  peak RSS       %9.1f MiB (the fresh prefills included)\n", peak_kb / 1024.0);
         printf("  RSS            %9.1f .. %9.1f MiB  drift %.2f%%\n", rss.min / 1024, rss.max / 1024, rss.drift_pct);
-        printf("  anonymous      %9.1f .. %9.1f MiB  drift %.2f%%  (net of the KV written: %.1f .. %.1f MiB, drift %.2f%%)\n",
+        printf("  anonymous      %9.1f .. %9.1f MiB  drift %.2f%%  (net of the KV: %.1f .. %.1f MiB, drift %.2f%%)\n",
                anon.min / 1024, anon.max / 1024, anon.drift_pct, net.min / 1024, net.max / 1024, net.drift_pct);
         printf("  file (weights) %9.1f .. %9.1f MiB  drift %.2f%%\n", file.min / 1024, file.max / 1024, file.drift_pct);
         if (n_follow > 0)

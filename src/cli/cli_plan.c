@@ -45,7 +45,6 @@ static void print_plan(const eli_plan *o) {
     row("file", o->file_bytes);
     row("weights resident", o->weights_resident);
     row("PLE table (on disk)", o->ple_table);
-    row("PLE resident (bound)", o->ple_resident);
     row("KV sliding rings", o->kv_swa);
     row("KV full layers", o->kv_full);
     row("KV checkpoints", o->kv_ckpt);

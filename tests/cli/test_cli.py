@@ -446,10 +446,11 @@ class BenchChat(unittest.TestCase):
             "--warmup", "1", "--prompt-file", os.path.join(HERE, "test_cli.py")]
 
     def test_prefix_reuse_json(self):
-        rc, out, err = cli(self.ARGS + ["--fresh-at", "3,5", "--json"])
+        rc, out, err = cli(self.ARGS + ["--fresh-at", "3,5", "--json", "--lazy"])
         self.assertEqual(rc, 0, err)
         doc = json.loads(out)
-        self.assertEqual((doc["ctx"], doc["turn_tokens"], doc["n_gen"], doc["warmup"]), (1024, 30, 4, 1))
+        self.assertEqual((doc["ctx"], doc["turn_tokens"], doc["n_gen"], doc["warmup"], doc["reserved"]),
+                         (1024, 30, 4, 1, False))
         turns = doc["turns"]
         self.assertEqual([t["turn"] for t in turns], [1, 2, 3, 4, 5])
         # The generation prompt ("<|turn>model" + empty thought channel) is never reused: the history renders
@@ -496,11 +497,33 @@ class BenchChat(unittest.TestCase):
         follow = turns[1:]
         self.assertAlmostEqual(s["mean_followup_new_tokens"], sum(t["new_tokens"] for t in follow) / len(follow), 1)
 
-        # deterministic: the same run prefills the same tokens
+        # deterministic: the same run prefills the same tokens (also with the memory reserved up front)
         rc, again, err = cli(self.ARGS + ["--fresh-at", "3,5", "--json"])
         self.assertEqual(rc, 0, err)
         key = lambda d: [(t["prompt_tokens"], t["kept"], t["new_tokens"]) for t in d["turns"]]
         self.assertEqual(key(json.loads(again)), key(doc))
+
+    def test_rss_flat(self):
+        # reserved (the default): the KV cache, its checkpoint and the scratch are resident from the start, and
+        # the PLE rows are dropped after use, so RSS stays flat while the conversation grows; with --lazy it
+        # grows by the KV pages written (the memory a short chat does not use is never touched)
+        args = self.ARGS[:3] + ["--turns", "8", "--turn-tokens", "100", "-n", "4", "--ctx", "1024", "--warmup", "1",
+                                "--fresh-at", "8", "--prompt-file", os.path.join(HERE, "test_cli.py"), "--json"]
+        rc, out, err = cli(args)
+        self.assertEqual(rc, 0, err)
+        doc = json.loads(out)
+        turns, s = doc["turns"], doc["summary"]
+        self.assertTrue(doc["reserved"])
+        self.assertEqual(len({t["kv_kb"] for t in turns}), 1, "reserved: the whole cache counts from turn 1")
+        self.assertGreater(turns[-1]["prompt_tokens"], 800)
+        self.assertLessEqual(s["rss_drift_pct"], 2.0, s)
+        rc, out, err = cli(args + ["--lazy"])
+        self.assertEqual(rc, 0, err)
+        lazy = json.loads(out)
+        lt = lazy["turns"]
+        grew = lt[-1]["kv_kb"] - lt[1]["kv_kb"]
+        self.assertGreater(grew, 0.5 * turns[0]["kv_kb"])
+        self.assertGreaterEqual(lazy["summary"]["anon_max_kb"] - lazy["summary"]["anon_min_kb"], 0.5 * grew, lazy["summary"])
 
     def test_table_and_errors(self):
         rc, out, err = cli(self.ARGS[:3] + ["--turns", "3", "--turn-tokens", "20", "-n", "2", "--ctx", "512"])
