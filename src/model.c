@@ -343,7 +343,9 @@ static int bind_layer(binder *b, int il, const int *n_ff, const int *n_head, con
 int eli_model_ple_row(const eli_model *m, int64_t r, void *raw, float *out, eli_error *err) {
     const eli_weight *w = &m->ple_token_embd;
     const int e = gguf_read_at(m->file, (const uint8_t *)w->data + (size_t)r * w->row_bytes, w->row_bytes, raw);
-    if (e) return eli_fail(err, ELI_ERR_INVALID_ARG, "reading row %lld of '%s' from the model file: %s", (long long)r, w->name, strerror(e));
+    if (e)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "reading row %lld of '%s' from the model file: %s", (long long)r, w->name,
+                        strerror(e));
     eli_dequantize_row(w->type, raw, out, w->cols);
     return ELI_OK;
 }
