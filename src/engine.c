@@ -496,27 +496,32 @@ static int s_reset(eli_backend_session *s) {
 static int s_reset_keep(eli_backend_session *s, int32_t n_keep) { return (int)eli_gen_reset_keep(s->gen, n_keep); }
 
 int eli_gen_save(eli_gen *g, const char *path, eli_error *err) {
-    eli_slot_state st = {g->tokens, g->n_tokens, g->cap_tokens, g->pending, g->logits_valid, g->done, g->n_generated, {0}};
+    eli_slot_state st = {g->tokens, g->n_tokens, g->cap_tokens, g->pending, g->logits_valid, g->hidden_valid,
+                         g->done, g->n_generated, {0}, g->spec != NULL, {0}};
     eli_sampler_get_rng(g->smp, st.rng);
-    return eli_slot_save(path, g->m, g->ctx, g->p.ctx.n_ubatch, &st, g->logits, err);
+    if (g->spec) eli_spec_get_resume(g->spec, &st.mtp);
+    return eli_slot_save(path, g->m, g->ctx, g->p.ctx.n_ubatch, &st, g->logits, g->hidden, err);
 }
 
 int eli_gen_restore(eli_gen *g, const char *path, eli_error *err) {
     eli_slot_state st;
-    int rc = eli_slot_restore(path, g->m, g->ctx, g->p.ctx.n_ubatch, &st, g->logits, err);
+    int rc = eli_slot_restore(path, g->m, g->ctx, g->p.ctx.n_ubatch, &st, g->logits, g->hidden, err);
     if (rc) return rc;
     free(g->tokens);
     g->tokens = st.tokens;
     g->n_tokens = st.n_tokens;
     g->cap_tokens = st.cap_tokens;
     g->pending = st.pending;
-    g->logits_valid = st.logits_valid && !g->spec; /* the drafter also needs the hidden state: recompute */
-    g->hidden_valid = 0;
+    g->logits_valid = st.logits_valid;
+    g->hidden_valid = st.hidden_valid; /* with the MTP state: a restored stream drafts exactly where the original does */
     g->done = st.done;
     g->n_generated = st.n_generated;
     g->n_carry = 0;
     eli_decoder_reset(g->dec);
-    if (g->spec) eli_spec_reset(g->spec);
+    if (g->spec) { /* the saved MTP state, or a fresh one when the file's stream did not draft */
+        eli_spec_reset(g->spec);
+        if (st.has_mtp) eli_spec_set_resume(g->spec, &st.mtp);
+    }
     resync_sampler(g);
     eli_sampler_set_rng(g->smp, st.rng); /* after the resync, which restarts the stream from the seed */
     return ELI_OK;

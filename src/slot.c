@@ -104,6 +104,8 @@ static const char MAGIC[8] = {'E', 'L', 'I', 'S', 'L', 'O', 'T', 0};
 #define F_PENDING 1u
 #define F_LOGITS 2u
 #define F_DONE 4u
+#define F_MTP 8u
+#define F_HIDDEN 16u
 
 typedef struct {
     char magic[8];
@@ -114,6 +116,10 @@ typedef struct {
     uint32_t kv_type, flags;
     int64_t n_tokens, n_past, n_generated;
     uint64_t rng[4];
+    int32_t mtp_window, mtp_pause, mtp_pause_len;
+    uint32_t reserved;
+    uint64_t mtp_rng;
+    double mtp_n_acc, mtp_n_rej;
 } slot_header;
 
 typedef struct {
@@ -170,7 +176,7 @@ static void w_rows(writer *w, const eli_kv_layer *c, const uint8_t *rows) {
 }
 
 int eli_slot_save(const char *path, const eli_model *m, eli_context *ctx, int64_t n_ubatch, const eli_slot_state *st,
-                  const float *logits, eli_error *err) {
+                  const float *logits, const float *hidden, eli_error *err) {
     if (!path || !*path) return eli_fail(err, ELI_ERR_INVALID_ARG, "save_slot: empty path");
     const eli_kv_cache *kv = eli_context_kv_mut(ctx);
     const int64_t n_past = eli_context_n_past(ctx);
@@ -187,11 +193,16 @@ int eli_slot_save(const char *path, const eli_model *m, eli_context *ctx, int64_
     h.n_ctx = kv->n_ctx;
     h.n_ubatch = resolve_ubatch(n_ubatch, kv->n_ctx);
     h.kv_type = kv->type;
-    h.flags = (st->pending ? F_PENDING : 0) | (st->logits_valid && logits ? F_LOGITS : 0) | (st->done ? F_DONE : 0);
+    h.flags = (st->pending ? F_PENDING : 0) | (st->logits_valid && logits ? F_LOGITS : 0) | (st->done ? F_DONE : 0) |
+              (st->has_mtp ? F_MTP : 0) | (st->hidden_valid && hidden ? F_HIDDEN : 0);
     h.n_tokens = st->n_tokens;
     h.n_past = n_past;
     h.n_generated = st->n_generated;
     memcpy(h.rng, st->rng, sizeof h.rng);
+    if (st->has_mtp) {
+        h.mtp_window = st->mtp.window, h.mtp_pause = st->mtp.pause, h.mtp_pause_len = st->mtp.pause_len;
+        h.mtp_rng = st->mtp.rng, h.mtp_n_acc = st->mtp.n_acc, h.mtp_n_rej = st->mtp.n_rej;
+    }
 
     writer *w = malloc(sizeof *w);
     if (!w) return eli_fail(err, ELI_ERR_OOM, "save_slot: out of memory");
@@ -204,6 +215,7 @@ int eli_slot_save(const char *path, const eli_model *m, eli_context *ctx, int64_
     w_put(w, &h, sizeof h);
     w_put(w, st->tokens, (size_t)st->n_tokens * sizeof *st->tokens);
     if (h.flags & F_LOGITS) w_put(w, logits, (size_t)m->hp.n_vocab * sizeof *logits);
+    if (h.flags & F_HIDDEN) w_put(w, hidden, (size_t)m->hp.n_embd * sizeof *hidden);
     for (int il = 0; il < kv->n_layer; il++) {
         const eli_kv_layer *c = &kv->layers[il];
         slot_layer sl = {(uint32_t)il, c->cell_pos != NULL, c->n_cells, c->row_bytes, 0};
@@ -296,18 +308,18 @@ static int check_layer(cursor *cur, const eli_kv_cache *kv, int il, int n_swa, i
 }
 
 static int restore_mapped(const uint8_t *base, size_t size, const eli_model *m, eli_context *ctx, int64_t n_ubatch,
-                          eli_slot_state *st, float *logits, eli_error *err) {
+                          eli_slot_state *st, float *logits, float *hidden, eli_error *err) {
     eli_kv_cache *kv = eli_context_kv_mut(ctx);
     /* the version first (its offset is the same in every version), so an older file is named as such */
     if (size < 16 || memcmp(base, MAGIC, 8))
         return eli_fail(err, ELI_ERR_INVALID_ARG, "not a slot file (%zu bytes, bad magic or too short)", size);
     slot_header h;
     memcpy(&h.version, base + offsetof(slot_header, version), sizeof h.version);
-    if (h.version == 1)
+    if (h.version == 1 || h.version == 2)
         return eli_fail(err, ELI_ERR_INVALID_ARG,
-                        "slot file version 1 is not supported: it lacks the sampler's random state (this build reads "
-                        "version %d; save the slot again)",
-                        ELI_SLOT_VERSION);
+                        "slot file version %u is not supported: it lacks %s (this build reads version %d; save the "
+                        "slot again)",
+                        h.version, h.version == 1 ? "the sampler's random state" : "the MTP state", ELI_SLOT_VERSION);
     if (h.version != ELI_SLOT_VERSION)
         return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file version %u is not supported (this build reads version %d)",
                         h.version, ELI_SLOT_VERSION);
@@ -337,7 +349,13 @@ static int restore_mapped(const uint8_t *base, size_t size, const eli_model *m, 
                         "stream has n_ctx %lld, n_ubatch %lld, KV %s",
                         (long long)h.n_ctx, (long long)h.n_ubatch, type_name(h.kv_type), (long long)kv->n_ctx,
                         (long long)ub, type_name(kv->type));
-    if (h.flags & ~(F_PENDING | F_LOGITS | F_DONE)) return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file has unknown flags");
+    if (h.flags & ~(F_PENDING | F_LOGITS | F_DONE | F_MTP | F_HIDDEN))
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file has unknown flags");
+    const eli_spec_resume mtp = {h.mtp_rng, h.mtp_window, h.mtp_pause, h.mtp_pause_len, h.mtp_n_acc, h.mtp_n_rej};
+    if (h.flags & F_MTP) {
+        const int bad = eli_spec_resume_check(&mtp, err);
+        if (bad) return bad;
+    }
     const int pending = (h.flags & F_PENDING) != 0;
     if (h.n_past < 0 || h.n_past > kv->n_ctx || h.n_tokens != h.n_past + pending || h.n_generated < 0 ||
         h.n_generated > h.n_tokens)
@@ -358,6 +376,9 @@ static int restore_mapped(const uint8_t *base, size_t size, const eli_model *m, 
     const uint8_t *lg = NULL;
     if ((h.flags & F_LOGITS) && !(lg = take(&cur, (size_t)m->hp.n_vocab * sizeof(float))))
         return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file logits truncated");
+    const uint8_t *hd = NULL;
+    if ((h.flags & F_HIDDEN) && !(hd = take(&cur, (size_t)m->hp.n_embd * sizeof(float))))
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file hidden state truncated");
 
     /* validate every layer before touching the cache */
     int64_t max_cells = 1;
@@ -398,20 +419,24 @@ static int restore_mapped(const uint8_t *base, size_t size, const eli_model *m, 
     eli_context_set_n_past(ctx, h.n_past);
     memcpy(tokens, toks, (size_t)h.n_tokens * sizeof *tokens);
     if (lg && logits) memcpy(logits, lg, (size_t)m->hp.n_vocab * sizeof *logits);
+    if (hd && hidden) memcpy(hidden, hd, (size_t)m->hp.n_embd * sizeof *hidden);
     st->tokens = tokens;
     st->n_tokens = h.n_tokens;
     st->cap_tokens = cap;
     st->pending = pending;
     st->logits_valid = lg != NULL;
+    st->hidden_valid = hd != NULL;
     st->done = (h.flags & F_DONE) != 0;
     st->n_generated = h.n_generated;
     memcpy(st->rng, h.rng, sizeof st->rng);
+    st->has_mtp = (h.flags & F_MTP) != 0;
+    st->mtp = mtp;
     free(pos_tmp), free(sls), free(poss);
     return ELI_OK;
 }
 
 int eli_slot_restore(const char *path, const eli_model *m, eli_context *ctx, int64_t n_ubatch, eli_slot_state *st,
-                     float *logits, eli_error *err) {
+                     float *logits, float *hidden, eli_error *err) {
     if (!path || !*path) return eli_fail(err, ELI_ERR_INVALID_ARG, "restore_slot: empty path");
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return eli_fail(err, ELI_ERR_INVALID_ARG, "restore_slot: cannot open '%s': %s", path, strerror(errno));
@@ -429,7 +454,7 @@ int eli_slot_restore(const char *path, const eli_model *m, eli_context *ctx, int
     close(fd);
     if (map == MAP_FAILED) return eli_fail(err, ELI_ERR_INVALID_ARG, "restore_slot: cannot map '%s': %s", path, strerror(errno));
     madvise(map, size, MADV_SEQUENTIAL);
-    int rc = restore_mapped(map, size, m, ctx, n_ubatch, st, logits, err);
+    int rc = restore_mapped(map, size, m, ctx, n_ubatch, st, logits, hidden, err);
     munmap(map, size);
     if (rc) eli_error_prefix(err, "restore_slot '%s'", path);
     return rc;

@@ -3,10 +3,15 @@
  * Slot file, version 2 (little-endian, native layout of the fields below):
  *   header   magic "ELISLOT\0", version, endian marker 0x01020304, model identity hash, model geometry
  *            (n_layer, n_embd, n_vocab, n_swa), stream config (n_ctx, n_ubatch, KV type), flags (pending,
- *            logits valid, done), n_tokens, n_past, n_generated, the sampler's random state (4 x u64: a
- *            restored stream at temperature > 0 continues exactly; version 1 lacked it and is refused)
+ *            logits valid, done, MTP, hidden valid), n_tokens, n_past, n_generated, the sampler's random state (4 x u64:
+ *            a restored stream at temperature > 0 continues exactly; version 1 lacked it and is refused),
+ *            then the MTP state when the stream drafts (eli_spec_resume: window, pause, pause length,
+ *            reserved u32, random state u64, acceptance counts 2 x f64; zeros otherwise; version 2 lacked
+ *            it and is refused, as a restored sampled MTP stream would not continue exactly)
  *   tokens   n_tokens int32 (the committed positions)
  *   logits   n_vocab float32, only when the logits-valid flag is set
+ *   hidden   n_embd float32, the final hidden state of the last cached position (the drafter's input),
+ *            only when the hidden-valid flag is set
  *   layers   per layer: index, has-storage; with storage: n_cells, row_bytes, n_used, then n_used positions
  *            (in increasing cell order; cell = position mod n_cells), their K rows, their V rows
  *   checksum 64-bit xxh64-style hash of every byte before it
@@ -22,8 +27,9 @@
 #include "error.h"
 #include "forward.h"
 #include "model.h"
+#include "speculative.h"
 
-#define ELI_SLOT_VERSION 2
+#define ELI_SLOT_VERSION 3
 
 /* Streaming 64-bit hash (the XXH64 construction, seed 0). */
 typedef struct eli_hash64 {
@@ -47,18 +53,20 @@ uint64_t eli_model_identity(const eli_model *m);
 typedef struct eli_slot_state {
     int32_t *tokens; /* on load: malloc'ed, cap_tokens entries (>= n_tokens, >= 1); the caller owns it */
     int64_t n_tokens, cap_tokens;
-    int pending, logits_valid, done;
+    int pending, logits_valid, hidden_valid, done;
     int64_t n_generated;
     uint64_t rng[4]; /* the sampler's random state (eli_sampler_get_rng) */
+    int has_mtp;     /* the stream drafts: mtp holds its state (eli_spec_get_resume) */
+    eli_spec_resume mtp;
 } eli_slot_state;
 
 /* n_ubatch: the session's configured value (0 = default), resolved like eli_context_create does. */
 int eli_slot_save(const char *path, const eli_model *m, eli_context *ctx, int64_t n_ubatch, const eli_slot_state *st,
-                  const float *logits, eli_error *err);
-/* On success the cache holds the file's cells, n_past is set, logits (n_vocab floats) receive the saved
- * logits when they were valid, and *st the rest. On failure nothing is changed. */
+                  const float *logits, const float *hidden, eli_error *err);
+/* On success the cache holds the file's cells, n_past is set, logits (n_vocab floats) and hidden (n_embd)
+ * receive the saved ones when they were valid, and *st the rest. On failure nothing is changed. */
 int eli_slot_restore(const char *path, const eli_model *m, eli_context *ctx, int64_t n_ubatch, eli_slot_state *st,
-                     float *logits, eli_error *err);
+                     float *logits, float *hidden, eli_error *err);
 
 /* ---- window checkpoints over a context (see kv_cache.h) ---- */
 /* Takes a checkpoint at the context's current position (no-op without rings). */

@@ -299,3 +299,32 @@ int eli_spec_round(eli_spec *s, eli_context *target, eli_sampler *smp, int32_t i
     adapt(s);
     return ELI_OK;
 }
+
+void eli_spec_get_resume(const eli_spec *s, eli_spec_resume *r) {
+    r->rng = s->rng;
+    r->window = s->window;
+    r->pause = s->pause;
+    r->pause_len = s->pause_len;
+    r->n_acc = s->n_acc;
+    r->n_rej = s->n_rej;
+}
+
+int eli_spec_resume_check(const eli_spec_resume *r, eli_error *err) {
+    if (!(isfinite(r->n_acc) && isfinite(r->n_rej) && r->n_acc >= 0 && r->n_rej >= 0 && r->n_acc + r->n_rej > 0) ||
+        r->pause < 0 || r->pause > PAUSE_MAX || r->pause_len < 1 || r->pause_len > PAUSE_MAX || r->window < 1 ||
+        r->window > 64)
+        return eli_fail(err, ELI_ERR_INVALID_ARG,
+                        "MTP state out of range (window %d, pause %d / %d, acceptance counts %g / %g)", r->window,
+                        r->pause, r->pause_len, r->n_acc, r->n_rej);
+    return ELI_OK;
+}
+
+void eli_spec_set_resume(eli_spec *s, const eli_spec_resume *r) {
+    s->rng = r->rng;
+    s->window = r->window < s->draft_min ? s->draft_min : r->window > s->draft_max ? s->draft_max : r->window;
+    s->stats.window = s->window;
+    s->pause = r->pause;
+    s->pause_len = r->pause_len;
+    s->n_acc = r->n_acc;
+    s->n_rej = r->n_rej;
+}

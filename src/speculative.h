@@ -57,4 +57,19 @@ void eli_spec_note_plain(eli_spec *s, double seconds);
 void eli_spec_reset(eli_spec *s);
 eli_spec_stats eli_spec_get_stats(const eli_spec *s);
 
+/* What a stream restored from a slot file needs to continue exactly as the original would: the random
+ * stream of the acceptance draws, the window, the pause and the acceptance counts (sampling decides on
+ * these alone; greedy output never depends on them, and its measured costs are simply measured again). */
+typedef struct eli_spec_resume {
+    uint64_t rng;
+    int32_t window, pause, pause_len;
+    double n_acc, n_rej;
+} eli_spec_resume;
+void eli_spec_get_resume(const eli_spec *s, eli_spec_resume *r);
+/* ELI_ERR_INVALID_ARG when r is out of range: counts negative or not finite, a pause longer than the
+ * longest, a window outside [1, 64]. */
+int eli_spec_resume_check(const eli_spec_resume *r, eli_error *err);
+/* Takes a checked r; a window outside this stream's [draft_min, draft_max] is clamped into it. */
+void eli_spec_set_resume(eli_spec *s, const eli_spec_resume *r);
+
 #endif

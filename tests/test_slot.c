@@ -2,7 +2,8 @@
  * restored stream equals the original's, i.e. llama.cpp's greedy ids), through eli_gen with small ubatches
  * (true sliding rings, pending token, restored into a fresh session), and rejection of files from another
  * model or configuration, truncated and corrupted files, plus a mutation loop that must never crash; a
- * sampled (temperature > 0) stream restored from a file continues exactly, and version 1 files are refused. */
+ * sampled (temperature > 0) stream restored from a file continues exactly, and version 1 / 2 files are
+ * refused; with MTP on eliza-1-nano (greedy and sampled) a restored stream continues exactly too. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -315,12 +316,108 @@ static void test_sampled(void) {
                   strstr(err, "version 1") && strstr(err, "random state"),
               "version 1 refused: %s", err ? err : "");
         eliza_inference_free_string(err), err = NULL;
+        const uint32_t v2 = 2;
+        memcpy(bytes + 8, &v2, sizeof v2);
+        spit(old, bytes, n);
+        CHECK(eliza_inference_llm_stream_restore_slot(b, old, &err) == ELIZA_ERR_INVALID_ARG && err &&
+                  strstr(err, "version 2") && strstr(err, "MTP state"),
+              "version 2 refused: %s", err ? err : "");
+        eliza_inference_free_string(err), err = NULL;
         unlink(old);
     }
     free(bytes);
     unlink(slot);
     eliza_inference_llm_stream_close(a);
     eliza_inference_llm_stream_close(b);
+    eliza_inference_destroy(c);
+}
+
+/* next() until limit tokens, summing the MTP counts the steps report */
+static int gen_mtp(EliLlmStream *s, int32_t *out, int limit, long *drafted, long *accepted) {
+    int n = 0;
+    while (n < limit) {
+        int32_t buf[32], dr = 0, ac = 0;
+        size_t got = 0;
+        int rc = eliza_inference_llm_stream_next(s, buf, (size_t)(limit - n < 8 ? limit - n : 8), &got, NULL, 0, &dr, &ac, NULL);
+        if (rc < 0) return -1;
+        *drafted += dr, *accepted += ac;
+        for (size_t i = 0; i < got && n < limit; i++) out[n++] = buf[i];
+        if (rc == 1) break;
+    }
+    return n;
+}
+
+/* Issue 8 item 5: MTP with save / restore on eliza-1-nano and its drafter (accepted often, so rounds are
+ * under way when the slot is saved). Greedy: the restored stream continues with the tokens of plain greedy
+ * decoding. Sampled: the slot keeps the MTP state (its random stream, window, pause, acceptance counts)
+ * with the sampler's, so the restored stream gives the very tokens the original gives. */
+static void test_mtp(void) {
+    char *err = NULL;
+    EliInferenceContext *c = eliza_inference_create(ELI_SOURCE_DIR "/models/eliza-1-nano", &err);
+    CHECK(c != NULL, "nano bundle: %s", err ? err : "");
+    if (!c) return;
+    const char *text = "It is a truth universally acknowledged, that a single man in possession of a good fortune";
+    int *ids = NULL;
+    size_t n_ids = 0;
+    CHECK(eliza_inference_tokenize(c, text, strlen(text), 1, 0, &ids, &n_ids, NULL) == ELIZA_OK && n_ids > 8, "tokenize");
+    enum { HEAD = 10, TAIL = 40 };
+    for (int sampled = 0; sampled < 2; sampled++) {
+        eliza_llm_stream_config_t cfg = greedy_cfg(HEAD + TAIL);
+        cfg.context_size = 512;
+        cfg.temperature = sampled ? 0.9f : 0.0f;
+        cfg.draft_min = 1, cfg.draft_max = 4;
+        int32_t head[HEAD], want[TAIL], got[TAIL], plain[HEAD + TAIL];
+        long dr = 0, ac = 0, dr_b = 0, ac_b = 0;
+        EliLlmStream *a = eliza_inference_llm_stream_open(c, &cfg, &err);
+        CHECK(a && eliza_inference_llm_stream_prefill(a, ids, n_ids, NULL) == ELIZA_OK, "MTP stream: %s", err ? err : "");
+        if (!a) break;
+        CHECK(gen_mtp(a, head, HEAD, &dr, &ac) == HEAD, "%d tokens before the save", HEAD);
+        const char *slot = tmp_path("mtp.slot");
+        CHECK(eliza_inference_llm_stream_save_slot(a, slot, NULL) == ELIZA_OK, "save");
+        CHECK(gen_mtp(a, want, TAIL, &dr, &ac) == TAIL, "%d tokens after", TAIL);
+        EliLlmStream *b = eliza_inference_llm_stream_open(c, &cfg, NULL);
+        CHECK(b && eliza_inference_llm_stream_restore_slot(b, slot, &err) == ELIZA_OK, "restore: %s", err ? err : "");
+        CHECK(gen_mtp(b, got, TAIL, &dr_b, &ac_b) == TAIL && !memcmp(got, want, sizeof want),
+              "%s MTP: the restored stream continues with the original's tokens", sampled ? "sampled" : "greedy");
+        CHECK(ac > 0 && ac_b > 0, "drafts accepted before and after the restore (%ld / %ld of %ld / %ld)", ac, ac_b, dr,
+              dr_b);
+        if (!sampled) {
+            eliza_llm_stream_config_t pc = cfg;
+            pc.draft_min = pc.draft_max = 0;
+            EliLlmStream *p = eliza_inference_llm_stream_open(c, &pc, NULL);
+            CHECK(p && eliza_inference_llm_stream_prefill(p, ids, n_ids, NULL) == ELIZA_OK &&
+                      gen_abi(p, plain, HEAD + TAIL, 5) == HEAD + TAIL && !memcmp(plain, head, sizeof head) &&
+                      !memcmp(plain + HEAD, got, sizeof got),
+                  "greedy MTP before and after the restore == plain greedy decoding");
+            /* the MTP slot restores into a stream without MTP too (greedy: the same continuation) */
+            CHECK(eliza_inference_llm_stream_restore_slot(p, slot, NULL) == ELIZA_OK &&
+                      gen_abi(p, plain, TAIL, 3) == TAIL && !memcmp(plain, want, sizeof want),
+                  "an MTP slot restored into a plain stream");
+            eliza_inference_llm_stream_close(p);
+        } else {
+            /* a broken MTP record is refused with its fields named, and the stream keeps working */
+            long n = 0;
+            unsigned char *bytes = slurp(slot, &n);
+            if (bytes) {
+                const int32_t bad = 1000; /* the pause: longer than the longest */
+                memcpy(bytes + 124, &bad, sizeof bad); /* header offset of the MTP pause (slot.h layout) */
+                const uint64_t sum = eli_hash64_bytes(bytes, (size_t)n - 8);
+                memcpy(bytes + n - 8, &sum, sizeof sum);
+                const char *broken = tmp_path("mtp-bad.slot");
+                spit(broken, bytes, n);
+                CHECK(eliza_inference_llm_stream_restore_slot(b, broken, &err) == ELIZA_ERR_INVALID_ARG && err &&
+                          strstr(err, "MTP state") && strstr(err, "pause 1000"),
+                      "out-of-range MTP state refused: %s", err ? err : "");
+                eliza_inference_free_string(err), err = NULL;
+                unlink(broken);
+            }
+            free(bytes);
+        }
+        unlink(slot);
+        eliza_inference_llm_stream_close(a);
+        eliza_inference_llm_stream_close(b);
+    }
+    eliza_inference_free_tokens(ids);
     eliza_inference_destroy(c);
 }
 
@@ -331,6 +428,7 @@ int main(void) {
     test_abi();
     test_sampled();
     test_rings();
+    test_mtp();
     rmdir(tmpdir);
     TEST_MAIN_END();
 }
