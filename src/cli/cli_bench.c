@@ -325,6 +325,7 @@ int cli_bench(int argc, char **argv) {
         eli_model_free(m);
         return cli_die("decode: %s", err.msg);
     }
+    const long rss = peak_rss_kb(); /* of the measured context: before the MTP runs and the probe's buffer */
     mtp_result mtp = {0};
     if (draft_path && n > 0) {
         eli_context_free(c), c = NULL; /* free its memory before the generation runs */
@@ -335,7 +336,6 @@ int cli_bench(int argc, char **argv) {
         }
     }
     const double bytes_tok = decode_bytes(m, depth + n / 2, kv);
-    const long rss = peak_rss_kb(); /* before the probe's buffer */
     /* the planner's prediction for this context (it also counts a tokenizer and a window checkpoint,
      * which this bench does not allocate) */
     eli_plan plan = {0};
