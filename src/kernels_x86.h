@@ -24,6 +24,14 @@ static inline float hsum_ps(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+/* the sum of the 8 int32 lanes (exact in any order) */
+static inline int hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
 /* the fp16 at p, converted, in all 8 lanes */
 static inline __m256 h2f_bcast(const void *p) {
     uint16_t h;

@@ -1,0 +1,195 @@
+/* The Q4_0 kernels of the x86 tables (kernels_avx2.c, kernels_avx512.c), one template for both: quants.c's
+ * Q4_0 order, one serial chain per row, acc = fma(d_x * d_y, (float)isum, acc) over the blocks, where isum
+ * is the block pair's exact integer sum of (q - 8) * y. Not a public header.
+ *
+ * "Lane = row": lane r of a vector of Q4_W rows (AVX-512: 16, AVX2: 8) holds row r's chain, so the float
+ * work of a block is one convert, one multiply and one FMA per Q4_W rows. For that the weight blocks are
+ * transposed first (q4_pack): per block and dword group k (0..7) one vector whose lane r holds row r's
+ * four unsigned nibbles of elements 4k..4k+3 (k < 4: the low nibbles of qs dword k; k >= 4: the high ones
+ * of dword k - 4), plus the rows' d. Against such a vector, the activation's dword k broadcast to every
+ * lane gives each row its 4-element sum in one instruction (AVX-512: VPDPBUSD, accumulating in int32 from
+ * -8 * (sum of the activation block), which folds the nibbles' offset in; AVX2: VPMADDUBSW, the 8 groups'
+ * int16 pair sums added in int16 and one VPMADDWD at the end, then the offset). The transposition is done
+ * once per block chunk and call, for all the call's tokens.
+ *
+ * The including file defines, before including this:
+ *   Q4_W                   rows per vector; q4vi / q4vf its integer and float vector types
+ *   Q4_TR, Q4_TT           the prefill register tile: Q4_TR row vectors x Q4_TT tokens
+ *   Q4_IN(xr, j, off)      the vector whose 128-bit lane i holds the 16 qs bytes of block (at byte off) of
+ *                          row 4i + j (xr: the Q4_W row pointers)
+ *   Q4_D(x, ix, off)       the Q4_W rows' d of that block, as floats (row r at x + lane r of ix)
+ *   Q4_UNPLO32/HI32/LO64/HI64, Q4_AND, Q4_SRL4, Q4_SET1_8   the in-lane transposition's operations
+ *   Q4_ACC0(o), Q4_STEP(a, w, p), Q4_END(a, o)   a block's integer sums: start (o = -8 * the activation
+ *                          block's sum), one dword group (w the weights, p the activation's 4 bytes), the
+ *                          per-row int32 result
+ *   Q4_LOADI(p)            Q4_W int32 from p
+ *   Q4_CVT, Q4_MUL, Q4_FMA, Q4_SET1PS, Q4_ZEROPS, Q4_STOREPS   float vector operations
+ *   q4_isum(x, y)          one block pair's isum (the one-row kernel) */
+#ifndef ELI_KERNELS_X86_Q4_H
+#define ELI_KERNELS_X86_Q4_H
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels_x86.h"
+#include "quants.h"
+
+typedef struct {
+    q4vi w[8]; /* dword groups: lane r = row r's nibbles of elements 4k..4k+3 */
+    q4vf d;    /* lane r = row r's d */
+} q4_blk;
+
+/* rows per call in vectors, blocks per chunk: the chunk's transposed weights (ELI_KERNEL_MAX_GEMM_NR rows
+ * x Q4_CHUNK blocks: 18 KiB) stay in L1 while all token tiles pass over them */
+#define Q4_GV (ELI_KERNEL_MAX_GEMM_NR / Q4_W)
+#define Q4_CHUNK 16
+_Static_assert(ELI_KERNEL_MAX_GEMM_NR % Q4_W == 0 && Q4_GV % Q4_TR == 0, "row vectors must divide the call");
+
+static inline __attribute__((always_inline)) void q4_pack(const uint8_t *const xr[Q4_W], const uint8_t *x, q4vi ix,
+                                                          size_t off, q4_blk *b) {
+    const q4vi i0 = Q4_IN(xr, 0, off), i1 = Q4_IN(xr, 1, off), i2 = Q4_IN(xr, 2, off), i3 = Q4_IN(xr, 3, off);
+    /* 4 x 4 dword transposition in every 128-bit lane: o_k lane i dword j = row 4i + j's dword k */
+    const q4vi t0 = Q4_UNPLO32(i0, i1), t1 = Q4_UNPHI32(i0, i1), t2 = Q4_UNPLO32(i2, i3), t3 = Q4_UNPHI32(i2, i3);
+    const q4vi o[4] = {Q4_UNPLO64(t0, t2), Q4_UNPHI64(t0, t2), Q4_UNPLO64(t1, t3), Q4_UNPHI64(t1, t3)};
+    const q4vi m = Q4_SET1_8(0x0F);
+    for (int k = 0; k < 4; k++) {
+        b->w[k] = Q4_AND(o[k], m);
+        b->w[k + 4] = Q4_AND(Q4_SRL4(o[k]), m);
+    }
+    b->d = Q4_D(x, ix, off);
+}
+
+/* -8 * the sum of an activation block's 32 quants */
+static inline int32_t q4_yoff(const eli_block_q8_0 *y) {
+    const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(loadu256(y->qs), _mm256_set1_epi8((char)0x80)),
+                                      _mm256_setzero_si256()); /* 4 sums of q + 128 */
+    __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    t = _mm_add_epi64(t, _mm_unpackhi_epi64(t, t));
+    return -8 * (_mm_cvtsi128_si32(t) - 32 * 128);
+}
+
+/* TR row vectors (from v0) x TT tokens (from t0) over the chunk's cn blocks (c0..), their chains loaded
+ * from and stored back to acc */
+static inline __attribute__((always_inline)) void q4_tile(const int TR, const int TT, int cn, int64_t c0,
+                                                          const q4_blk wb[][Q4_GV], int v0,
+                                                          const eli_block_q8_0 *const yt[], int t0,
+                                                          const int32_t yo[][ELI_KERNEL_MAX_NT],
+                                                          const float dy[][ELI_KERNEL_MAX_NT],
+                                                          q4vf acc[][ELI_KERNEL_MAX_NT]) {
+    q4vf f[Q4_TR][Q4_TT];
+    for (int v = 0; v < TR; v++)
+        for (int t = 0; t < TT; t++) f[v][t] = acc[v0 + v][t0 + t];
+    for (int i = 0; i < cn; i++) {
+        const q4_blk *b = &wb[i][v0];
+        q4vi a[Q4_TR][Q4_TT];
+        for (int v = 0; v < TR; v++)
+            for (int t = 0; t < TT; t++) a[v][t] = Q4_ACC0(yo[i][t0 + t]);
+        for (int k = 0; k < 8; k++)
+            for (int t = 0; t < TT; t++) {
+                const int8_t *p = yt[t0 + t][c0 + i].qs + 4 * k;
+                for (int v = 0; v < TR; v++) a[v][t] = Q4_STEP(a[v][t], b[v].w[k], p);
+            }
+        for (int t = 0; t < TT; t++) {
+            const q4vf d = Q4_SET1PS(dy[i][t0 + t]);
+            for (int v = 0; v < TR; v++)
+                f[v][t] = Q4_FMA(Q4_CVT(Q4_END(a[v][t], yo[i][t0 + t])), Q4_MUL(b[v].d, d), f[v][t]);
+        }
+    }
+    for (int v = 0; v < TR; v++)
+        for (int t = 0; t < TT; t++) acc[v0 + v][t0 + t] = f[v][t];
+}
+
+/* nr (<= ELI_KERNEL_MAX_GEMM_NR) rows x nt (<= ELI_KERNEL_MAX_NT) tokens in tiles of Q4_TR x TT (TT: a
+ * constant at every call). Rows past nr and tokens past nt repeat the last valid one (memory that exists);
+ * their results are dropped. Prefill: per chunk of Q4_CHUNK blocks the rows are transposed once into wb,
+ * then every token tile passes over the chunk. Decode (one token, TT = 1): each block is transposed in
+ * registers and used at once, and the next ELI_KERNEL_MAX_GEMM_NR rows' bytes are prefetched into L2 as the
+ * blocks advance (one linear stream instead of one per row; the matrix streams from DRAM). */
+static inline __attribute__((always_inline)) void q4_gemm(const int TT, int64_t n, int nr, int nt, const void *vx,
+                                                          size_t bx, const void *vy, size_t by, float *s,
+                                                          size_t bs) {
+    const int64_t nb = n / 32;
+    const int nv = (nr + Q4_W - 1) / Q4_W, ntp = (nt + TT - 1) / TT * TT;
+    const uint8_t *x = vx, *xr[ELI_KERNEL_MAX_GEMM_NR];
+    int32_t io[ELI_KERNEL_MAX_GEMM_NR];
+    for (int r = 0; r < nv * Q4_W; r++) {
+        io[r] = (int32_t)((size_t)(r < nr ? r : nr - 1) * bx);
+        xr[r] = x + io[r];
+    }
+    q4vi ix[Q4_GV];
+    for (int v = 0; v < nv; v++) ix[v] = Q4_LOADI(io + v * Q4_W);
+    const eli_block_q8_0 *yt[ELI_KERNEL_MAX_NT];
+    for (int t = 0; t < ntp; t++)
+        yt[t] = (const eli_block_q8_0 *)((const uint8_t *)vy + (size_t)(t < nt ? t : nt - 1) * by);
+    q4vf acc[Q4_GV][ELI_KERNEL_MAX_NT];
+    for (int v = 0; v < nv; v++)
+        for (int t = 0; t < ntp; t++) acc[v][t] = Q4_ZEROPS();
+    if (TT == 1) {
+        const uint8_t *pf = x + (size_t)ELI_KERNEL_MAX_GEMM_NR * bx;
+        const size_t pf_step = (size_t)ELI_KERNEL_MAX_GEMM_NR * sizeof(eli_block_q4_0);
+        for (int64_t ib = 0; ib < nb; ib++) {
+            const size_t off = (size_t)ib * sizeof(eli_block_q4_0);
+            for (size_t l = 0; l < pf_step; l += 64) _mm_prefetch((const char *)(pf + (size_t)ib * pf_step + l), _MM_HINT_T1);
+            q4_blk wb[1][Q4_GV];
+            for (int v = 0; v < nv; v++) q4_pack(xr + v * Q4_W, x, ix[v], off, &wb[0][v]);
+            const int32_t yo[1][ELI_KERNEL_MAX_NT] = {{q4_yoff(yt[0] + ib)}};
+            const float dy[1][ELI_KERNEL_MAX_NT] = {{h2f(&yt[0][ib].d)}};
+            int v0 = 0;
+            for (; v0 + Q4_TR <= nv; v0 += Q4_TR) q4_tile(Q4_TR, 1, 1, ib, wb, v0, yt, 0, yo, dy, acc);
+            for (; v0 < nv; v0++) q4_tile(1, 1, 1, ib, wb, v0, yt, 0, yo, dy, acc);
+        }
+    } else {
+        for (int64_t c0 = 0; c0 < nb; c0 += Q4_CHUNK) {
+            const int cn = (int)(nb - c0 < Q4_CHUNK ? nb - c0 : Q4_CHUNK);
+            q4_blk wb[Q4_CHUNK][Q4_GV];
+            int32_t yo[Q4_CHUNK][ELI_KERNEL_MAX_NT];
+            float dy[Q4_CHUNK][ELI_KERNEL_MAX_NT];
+            for (int i = 0; i < cn; i++) {
+                const size_t off = (size_t)(c0 + i) * sizeof(eli_block_q4_0);
+                for (int v = 0; v < nv; v++) q4_pack(xr + v * Q4_W, x, ix[v], off, &wb[i][v]);
+                for (int t = 0; t < ntp; t++) {
+                    yo[i][t] = q4_yoff(yt[t] + c0 + i);
+                    dy[i][t] = h2f(&yt[t][c0 + i].d);
+                }
+            }
+            for (int t0 = 0; t0 < ntp; t0 += TT) {
+                int v0 = 0;
+                for (; v0 + Q4_TR <= nv; v0 += Q4_TR) q4_tile(Q4_TR, TT, cn, c0, wb, v0, yt, t0, yo, dy, acc);
+                for (; v0 < nv; v0++) q4_tile(1, TT, cn, c0, wb, v0, yt, t0, yo, dy, acc);
+            }
+        }
+    }
+    for (int v = 0; v < nv; v++)
+        for (int t = 0; t < nt; t++) {
+            float o[Q4_W];
+            Q4_STOREPS(o, acc[v][t]);
+            const int m = nr - v * Q4_W < Q4_W ? nr - v * Q4_W : Q4_W;
+            memcpy(s + (size_t)t * bs + v * Q4_W, o, sizeof(float) * (size_t)m);
+        }
+}
+
+static void gemm_q4_0(int64_t n, int nr, int nt, const void *vx, size_t bx, const void *vy, size_t by, float *s,
+                      size_t bs) {
+    q4_gemm(Q4_TT, n, nr, nt, vx, bx, vy, by, s, bs);
+}
+
+/* decode: the rows in groups of one gemm call each, for the one token */
+static void gemv_q4_0(int64_t n, int64_t rows, const void *vx, size_t bx, const void *vy, float *s) {
+    for (int64_t r = 0; r < rows; r += ELI_KERNEL_MAX_GEMM_NR) {
+        const int nr = (int)(rows - r < ELI_KERNEL_MAX_GEMM_NR ? rows - r : ELI_KERNEL_MAX_GEMM_NR);
+        q4_gemm(1, n, nr, 1, (const uint8_t *)vx + (size_t)r * bx, bx, vy, 0, s + r, 0);
+    }
+}
+
+/* one row (the selected-rows matmul, a Q4_0 KV cache): the chain in scalar steps */
+static float vec_dot_q4_0(int64_t n, const void *vx, const void *vy) {
+    const int64_t nb = n / 32;
+    const eli_block_q4_0 *x = vx;
+    const eli_block_q8_0 *y = vy;
+    float acc = 0.0f;
+    for (int64_t ib = 0; ib < nb; ib++) acc = fmaf(h2f(&x[ib].d) * h2f(&y[ib].d), (float)q4_isum(x + ib, y + ib), acc);
+    return acc;
+}
+
+#endif
