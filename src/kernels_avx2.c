@@ -306,33 +306,15 @@ static inline __m256 q4_d(const uint8_t *x, __m256i ix, size_t off) {
     const __m256i g = _mm256_and_si256(_mm256_i32gather_epi32((const int *)(x + off), ix, 1), _mm256_set1_epi32(0xFFFF));
     return _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(g), _mm256_extracti128_si256(g, 1)));
 }
-static inline __m256i q4_bcast(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, sizeof v);
-    return _mm256_set1_epi32(v);
-}
 static inline int q4_isum(const eli_block_q4_0 *x, const eli_block_q8_0 *y) {
     return hsum_epi32(GP_OFF(gx_q4_0(x), gy_off8(y)));
 }
-#define Q4_IN(xr, j, off) q4_in(xr, j, off)
-#define Q4_D(x, ix, off) q4_d(x, ix, off)
 #define Q4_LOADI(p) loadu256(p)
-#define Q4_UNPLO32 _mm256_unpacklo_epi32
-#define Q4_UNPHI32 _mm256_unpackhi_epi32
-#define Q4_UNPLO64 _mm256_unpacklo_epi64
-#define Q4_UNPHI64 _mm256_unpackhi_epi64
+#define Q4V(op) _mm256_##op
 #define Q4_AND _mm256_and_si256
-#define Q4_SRL4(a) _mm256_srli_epi32(a, 4)
-#define Q4_SET1_8(c) _mm256_set1_epi8(c)
 #define Q4_ACC0(o) _mm256_setzero_si256()
-#define Q4_STEP(a, w, p) _mm256_add_epi16(a, _mm256_maddubs_epi16(w, q4_bcast(p)))
+#define Q4_STEP(a, w, p) _mm256_add_epi16(a, _mm256_maddubs_epi16(w, _mm256_set1_epi32(q4_ld32(p))))
 #define Q4_END(a, o) _mm256_add_epi32(_mm256_madd_epi16(a, _mm256_set1_epi16(1)), _mm256_set1_epi32(o))
-#define Q4_CVT _mm256_cvtepi32_ps
-#define Q4_MUL _mm256_mul_ps
-#define Q4_FMA _mm256_fmadd_ps
-#define Q4_SET1PS _mm256_set1_ps
-#define Q4_ZEROPS _mm256_setzero_ps
-#define Q4_STOREPS _mm256_storeu_ps
 #include "kernels_x86_q4.h"
 
 /* the decode kernels (kernels_x86.h) */

@@ -90,33 +90,15 @@ static inline __m512i q4_in(const uint8_t *const xr[16], int j, size_t off) {
 static inline __m512 q4_d(const uint8_t *x, __m512i ix, size_t off) {
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(ix, x + off, 1)));
 }
-static inline int32_t ld32(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
 static inline int q4_isum(const eli_block_q4_0 *x, const eli_block_q8_0 *y) {
     return hsum_epi32(PAIR_VNNI(ux_q4_0(x), YP_OFF8(y)));
 }
-#define Q4_IN(xr, j, off) q4_in(xr, j, off)
-#define Q4_D(x, ix, off) q4_d(x, ix, off)
 #define Q4_LOADI(p) _mm512_loadu_si512(p)
-#define Q4_UNPLO32 _mm512_unpacklo_epi32
-#define Q4_UNPHI32 _mm512_unpackhi_epi32
-#define Q4_UNPLO64 _mm512_unpacklo_epi64
-#define Q4_UNPHI64 _mm512_unpackhi_epi64
+#define Q4V(op) _mm512_##op
 #define Q4_AND _mm512_and_si512
-#define Q4_SRL4(a) _mm512_srli_epi32(a, 4)
-#define Q4_SET1_8(c) _mm512_set1_epi8(c)
 #define Q4_ACC0(o) _mm512_set1_epi32(o)
-#define Q4_STEP(a, w, p) _mm512_dpbusd_epi32(a, w, _mm512_set1_epi32(ld32(p)))
+#define Q4_STEP(a, w, p) _mm512_dpbusd_epi32(a, w, _mm512_set1_epi32(q4_ld32(p)))
 #define Q4_END(a, o) (a)
-#define Q4_CVT _mm512_cvtepi32_ps
-#define Q4_MUL _mm512_mul_ps
-#define Q4_FMA _mm512_fmadd_ps
-#define Q4_SET1PS _mm512_set1_ps
-#define Q4_ZEROPS _mm512_setzero_ps
-#define Q4_STOREPS _mm512_storeu_ps
 #include "kernels_x86_q4.h"
 
 ELI_X86_ROWS32(q5_0, eli_block_q5_0, eli_block_q8_0, ux_q5_0, yp512_t, YP_OFF16, PAIR_VNNI, 0)

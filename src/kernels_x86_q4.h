@@ -15,15 +15,14 @@
  * The including file defines, before including this:
  *   Q4_W                   rows per vector; q4vi / q4vf its integer and float vector types
  *   Q4_TR, Q4_TT           the prefill register tile: Q4_TR row vectors x Q4_TT tokens
- *   Q4_IN(xr, j, off)      the vector whose 128-bit lane i holds the 16 qs bytes of block (at byte off) of
+ *   q4_in(xr, j, off)      the vector whose 128-bit lane i holds the 16 qs bytes of block (at byte off) of
  *                          row 4i + j (xr: the Q4_W row pointers)
- *   Q4_D(x, ix, off)       the Q4_W rows' d of that block, as floats (row r at x + lane r of ix)
- *   Q4_UNPLO32/HI32/LO64/HI64, Q4_AND, Q4_SRL4, Q4_SET1_8   the in-lane transposition's operations
+ *   q4_d(x, ix, off)       the Q4_W rows' d of that block, as floats (row r at x + lane r of ix)
+ *   Q4V(op)                the intrinsic _mm512_op / _mm256_op (the operations whose names differ only so)
+ *   Q4_AND, Q4_LOADI(p)    and_si512 / and_si256; Q4_W int32 from p
  *   Q4_ACC0(o), Q4_STEP(a, w, p), Q4_END(a, o)   a block's integer sums: start (o = -8 * the activation
  *                          block's sum), one dword group (w the weights, p the activation's 4 bytes), the
- *                          per-row int32 result
- *   Q4_LOADI(p)            Q4_W int32 from p
- *   Q4_CVT, Q4_MUL, Q4_FMA, Q4_SET1PS, Q4_ZEROPS, Q4_STOREPS   float vector operations
+ *                          per-row int32 result (q4_ld32(p): those 4 bytes as an int32)
  *   q4_isum(x, y)          one block pair's isum (the one-row kernel) */
 #ifndef ELI_KERNELS_X86_Q4_H
 #define ELI_KERNELS_X86_Q4_H
@@ -34,6 +33,12 @@
 
 #include "kernels_x86.h"
 #include "quants.h"
+
+static inline int32_t q4_ld32(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
 
 typedef struct {
     q4vi w[8]; /* dword groups: lane r = row r's nibbles of elements 4k..4k+3 */
@@ -48,16 +53,16 @@ _Static_assert(ELI_KERNEL_MAX_GEMM_NR % Q4_W == 0 && Q4_GV % Q4_TR == 0, "row ve
 
 static inline __attribute__((always_inline)) void q4_pack(const uint8_t *const xr[Q4_W], const uint8_t *x, q4vi ix,
                                                           size_t off, q4_blk *b) {
-    const q4vi i0 = Q4_IN(xr, 0, off), i1 = Q4_IN(xr, 1, off), i2 = Q4_IN(xr, 2, off), i3 = Q4_IN(xr, 3, off);
+    const q4vi i0 = q4_in(xr, 0, off), i1 = q4_in(xr, 1, off), i2 = q4_in(xr, 2, off), i3 = q4_in(xr, 3, off);
     /* 4 x 4 dword transposition in every 128-bit lane: o_k lane i dword j = row 4i + j's dword k */
-    const q4vi t0 = Q4_UNPLO32(i0, i1), t1 = Q4_UNPHI32(i0, i1), t2 = Q4_UNPLO32(i2, i3), t3 = Q4_UNPHI32(i2, i3);
-    const q4vi o[4] = {Q4_UNPLO64(t0, t2), Q4_UNPHI64(t0, t2), Q4_UNPLO64(t1, t3), Q4_UNPHI64(t1, t3)};
-    const q4vi m = Q4_SET1_8(0x0F);
+    const q4vi t0 = Q4V(unpacklo_epi32)(i0, i1), t1 = Q4V(unpackhi_epi32)(i0, i1), t2 = Q4V(unpacklo_epi32)(i2, i3), t3 = Q4V(unpackhi_epi32)(i2, i3);
+    const q4vi o[4] = {Q4V(unpacklo_epi64)(t0, t2), Q4V(unpackhi_epi64)(t0, t2), Q4V(unpacklo_epi64)(t1, t3), Q4V(unpackhi_epi64)(t1, t3)};
+    const q4vi m = Q4V(set1_epi8)(0x0F);
     for (int k = 0; k < 4; k++) {
         b->w[k] = Q4_AND(o[k], m);
-        b->w[k + 4] = Q4_AND(Q4_SRL4(o[k]), m);
+        b->w[k + 4] = Q4_AND(Q4V(srli_epi32)(o[k], 4), m);
     }
-    b->d = Q4_D(x, ix, off);
+    b->d = q4_d(x, ix, off);
 }
 
 /* -8 * the sum of an activation block's 32 quants */
@@ -91,9 +96,9 @@ static inline __attribute__((always_inline)) void q4_tile(const int TR, const in
                 for (int v = 0; v < TR; v++) a[v][t] = Q4_STEP(a[v][t], b[v].w[k], p);
             }
         for (int t = 0; t < TT; t++) {
-            const q4vf d = Q4_SET1PS(dy[i][t0 + t]);
+            const q4vf d = Q4V(set1_ps)(dy[i][t0 + t]);
             for (int v = 0; v < TR; v++)
-                f[v][t] = Q4_FMA(Q4_CVT(Q4_END(a[v][t], yo[i][t0 + t])), Q4_MUL(b[v].d, d), f[v][t]);
+                f[v][t] = Q4V(fmadd_ps)(Q4V(cvtepi32_ps)(Q4_END(a[v][t], yo[i][t0 + t])), Q4V(mul_ps)(b[v].d, d), f[v][t]);
         }
     }
     for (int v = 0; v < TR; v++)
@@ -124,7 +129,7 @@ static inline __attribute__((always_inline)) void q4_gemm(const int TT, int64_t 
         yt[t] = (const eli_block_q8_0 *)((const uint8_t *)vy + (size_t)(t < nt ? t : nt - 1) * by);
     q4vf acc[Q4_GV][ELI_KERNEL_MAX_NT];
     for (int v = 0; v < nv; v++)
-        for (int t = 0; t < ntp; t++) acc[v][t] = Q4_ZEROPS();
+        for (int t = 0; t < ntp; t++) acc[v][t] = Q4V(setzero_ps)();
     if (TT == 1) {
         const uint8_t *pf = x + (size_t)ELI_KERNEL_MAX_GEMM_NR * bx;
         const size_t pf_step = (size_t)ELI_KERNEL_MAX_GEMM_NR * sizeof(eli_block_q4_0);
@@ -163,7 +168,7 @@ static inline __attribute__((always_inline)) void q4_gemm(const int TT, int64_t 
     for (int v = 0; v < nv; v++)
         for (int t = 0; t < nt; t++) {
             float o[Q4_W];
-            Q4_STOREPS(o, acc[v][t]);
+            Q4V(storeu_ps)(o, acc[v][t]);
             const int m = nr - v * Q4_W < Q4_W ? nr - v * Q4_W : Q4_W;
             memcpy(s + (size_t)t * bs + v * Q4_W, o, sizeof(float) * (size_t)m);
         }
