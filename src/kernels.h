@@ -28,7 +28,7 @@
 #include "quants.h"
 
 #define ELI_KERNEL_MAX_NR 8
-#define ELI_KERNEL_MAX_GEMM_NR 32 /* rows per gemm call */
+#define ELI_KERNEL_MAX_GEMM_NR 64 /* rows per gemm call (x86 Q4_0; the other gemms take 32 or fewer) */
 #define ELI_KERNEL_MAX_NT 16 /* tokens per gemm call */
 
 /* s[i] = dot(row i of x, y) for i < nr; rows are bx bytes apart; y is in the weight's vec_dot_type. */

@@ -207,8 +207,8 @@ const eli_kernels eli_kernels_avx512_table = {
     .gemm = {[ELI_TYPE_F16] = gemm_f16, [ELI_TYPE_Q4_0] = gemm_q4_0, [ELI_TYPE_Q5_0] = gemm_q5_0, [ELI_TYPE_Q8_0] = gemm_q8_0,
              [ELI_TYPE_Q4_K] = gemm_q4_K, [ELI_TYPE_Q5_K] = gemm_q5_K, [ELI_TYPE_Q6_K] = gemm_q6_K},
     /* the K-quants unpack KRM rows per super-block */
-    .gemm_nr = {[ELI_TYPE_F16] = ELI_KERNEL_MAX_NR, [ELI_TYPE_Q4_0] = ELI_KERNEL_MAX_GEMM_NR, [ELI_TYPE_Q5_0] = ELI_KERNEL_MAX_GEMM_NR,
-                [ELI_TYPE_Q8_0] = ELI_KERNEL_MAX_GEMM_NR, [ELI_TYPE_Q4_K] = KRM, [ELI_TYPE_Q5_K] = KRM,
+    .gemm_nr = {[ELI_TYPE_F16] = ELI_KERNEL_MAX_NR, [ELI_TYPE_Q4_0] = ELI_KERNEL_MAX_GEMM_NR, [ELI_TYPE_Q5_0] = X86_GEMM32_NR,
+                [ELI_TYPE_Q8_0] = X86_GEMM32_NR, [ELI_TYPE_Q4_K] = KRM, [ELI_TYPE_Q5_K] = KRM,
                 [ELI_TYPE_Q6_K] = KRM},
 };
 
