@@ -59,8 +59,10 @@ static inline __attribute__((always_inline)) void q4_pack(const uint8_t *const x
                                                           size_t off, q4_blk *b) {
     const q4vi i0 = q4_in(xr, 0, off), i1 = q4_in(xr, 1, off), i2 = q4_in(xr, 2, off), i3 = q4_in(xr, 3, off);
     /* 4 x 4 dword transposition in every 128-bit lane: o_k lane i dword j = row 4i + j's dword k */
-    const q4vi t0 = Q4V(unpacklo_epi32)(i0, i1), t1 = Q4V(unpackhi_epi32)(i0, i1), t2 = Q4V(unpacklo_epi32)(i2, i3), t3 = Q4V(unpackhi_epi32)(i2, i3);
-    const q4vi o[4] = {Q4V(unpacklo_epi64)(t0, t2), Q4V(unpackhi_epi64)(t0, t2), Q4V(unpacklo_epi64)(t1, t3), Q4V(unpackhi_epi64)(t1, t3)};
+    const q4vi t0 = Q4V(unpacklo_epi32)(i0, i1), t1 = Q4V(unpackhi_epi32)(i0, i1);
+    const q4vi t2 = Q4V(unpacklo_epi32)(i2, i3), t3 = Q4V(unpackhi_epi32)(i2, i3);
+    const q4vi o[4] = {Q4V(unpacklo_epi64)(t0, t2), Q4V(unpackhi_epi64)(t0, t2), Q4V(unpacklo_epi64)(t1, t3),
+                       Q4V(unpackhi_epi64)(t1, t3)};
     const q4vi m = Q4V(set1_epi8)(0x0F);
     for (int k = 0; k < 4; k++) {
         b->w[k] = Q4_AND(o[k], m);
@@ -102,7 +104,8 @@ static inline __attribute__((always_inline)) void q4_tile(const int TR, const in
         for (int t = 0; t < TT; t++) {
             const q4vf d = Q4V(set1_ps)(dy[i][t0 + t]);
             for (int v = 0; v < TR; v++)
-                f[v][t] = Q4V(fmadd_ps)(Q4V(cvtepi32_ps)(Q4_END(a[v][t], yo[i][t0 + t])), Q4V(mul_ps)(b[v].d, d), f[v][t]);
+                f[v][t] = Q4V(fmadd_ps)(Q4V(cvtepi32_ps)(Q4_END(a[v][t], yo[i][t0 + t])), Q4V(mul_ps)(b[v].d, d),
+                                        f[v][t]);
         }
     }
     for (int v = 0; v < TR; v++)
@@ -113,8 +116,9 @@ static inline __attribute__((always_inline)) void q4_tile(const int TR, const in
  * constant at every call). Rows past nr and tokens past nt repeat the last valid one (memory that exists);
  * their results are dropped. Prefill: per chunk of Q4_CHUNK blocks the rows are transposed once into wb,
  * then every token tile passes over the chunk. Decode (one token, TT = 1): each block is transposed in
- * registers and used at once, and the next ELI_KERNEL_MAX_GEMM_NR rows' bytes are prefetched into L2 as the
- * blocks advance (one linear stream instead of one per row; the matrix streams from DRAM). */
+ * registers and used at once, and the bytes of the next as many rows are prefetched into L2 as the blocks
+ * advance (one linear stream instead of one per row; the matrix streams from DRAM). The rows' byte offsets
+ * are the d gather's 32-bit indices: 63 rows of bx bytes stay below 2 GiB for rows up to 34 MB. */
 static inline __attribute__((always_inline)) void q4_gemm(const int TT, int64_t n, int nr, int nt, const void *vx,
                                                           size_t bx, const void *vy, size_t by, float *s,
                                                           size_t bs) {
@@ -139,7 +143,8 @@ static inline __attribute__((always_inline)) void q4_gemm(const int TT, int64_t 
         const size_t pf_step = (size_t)(nv * Q4_W) * sizeof(eli_block_q4_0);
         for (int64_t ib = 0; ib < nb; ib++) {
             const size_t off = (size_t)ib * sizeof(eli_block_q4_0);
-            for (size_t l = 0; l < pf_step; l += 64) _mm_prefetch((const char *)(pf + (size_t)ib * pf_step + l), _MM_HINT_T1);
+            for (size_t l = 0; l < pf_step; l += 64)
+                _mm_prefetch((const char *)(pf + (size_t)ib * pf_step + l), _MM_HINT_T1);
             q4_blk wb[1][Q4_GV];
             for (int v = 0; v < nv; v++) q4_pack(xr + v * Q4_W, x, ix[v], off, &wb[0][v]);
             const int32_t yo[1][ELI_KERNEL_MAX_NT] = {{q4_yoff(yt[0] + ib)}};
