@@ -306,8 +306,8 @@ static inline __m256 q4_d(const uint8_t *x, __m256i ix, size_t off) {
     const __m256i g = _mm256_and_si256(_mm256_i32gather_epi32((const int *)(x + off), ix, 1), _mm256_set1_epi32(0xFFFF));
     return _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(g), _mm256_extracti128_si256(g, 1)));
 }
-static inline int q4_isum(const eli_block_q4_0 *x, const eli_block_q8_0 *y) {
-    return hsum_epi32(GP_OFF(gx_q4_0(x), gy_off8(y)));
+static inline __m256i q4_lanes(const eli_block_q4_0 *x, const eli_block_q8_0 *y) {
+    return GP_OFF(gx_q4_0(x), gy_off8(y));
 }
 #define Q4_LOADI(p) loadu256(p)
 #define Q4V(op) _mm256_##op

@@ -92,8 +92,8 @@ static inline __m512i q4_in(const uint8_t *const xr[16], int j, size_t off) {
 static inline __m512 q4_d(const uint8_t *x, __m512i ix, size_t off) {
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(ix, x + off, 1)));
 }
-static inline int q4_isum(const eli_block_q4_0 *x, const eli_block_q8_0 *y) {
-    return hsum_epi32(PAIR_VNNI(ux_q4_0(x), YP_OFF8(y)));
+static inline __m256i q4_lanes(const eli_block_q4_0 *x, const eli_block_q8_0 *y) {
+    return PAIR_VNNI(ux_q4_0(x), YP_OFF8(y));
 }
 #define Q4_LOADI(p) _mm512_loadu_si512(p)
 #define Q4V(op) _mm512_##op

@@ -23,7 +23,7 @@
  *   Q4_ACC0(o), Q4_STEP(a, w, p), Q4_END(a, o)   a block's integer sums: start (o = -8 * the activation
  *                          block's sum), one dword group (w the weights, p the activation's 4 bytes), the
  *                          per-row int32 result (q4_ld32(p): those 4 bytes as an int32)
- *   q4_isum(x, y)          one block pair's isum (the one-row kernel) */
+ *   q4_lanes(x, y)         one block pair's isum as 8 int32 partial sums (the one-row kernel) */
 #ifndef ELI_KERNELS_X86_Q4_H
 #define ELI_KERNELS_X86_Q4_H
 
@@ -200,13 +200,22 @@ static void gemv_q4_0(int64_t n, int64_t rows, const void *vx, size_t bx, const 
     }
 }
 
-/* one row (the selected-rows matmul, a Q4_0 KV cache): the chain in scalar steps */
+/* one row (the selected-rows matmul, a Q4_0 KV cache): the chain in scalar steps, the integer sums of two
+ * blocks reduced together (12.0 against 9.6 GB/s one at a time, AVX-512; AVX2 9.9 against 8.2) */
 static float vec_dot_q4_0(int64_t n, const void *vx, const void *vy) {
     const int64_t nb = n / 32;
     const eli_block_q4_0 *x = vx;
     const eli_block_q8_0 *y = vy;
     float acc = 0.0f;
-    for (int64_t ib = 0; ib < nb; ib++) acc = fmaf(h2f(&x[ib].d) * h2f(&y[ib].d), (float)q4_isum(x + ib, y + ib), acc);
+    int64_t ib = 0;
+    for (; ib + 2 <= nb; ib += 2) { /* two blocks' lanes reduced together: [isum0, isum1, isum0, isum1] */
+        const __m256i h = _mm256_hadd_epi32(q4_lanes(x + ib, y + ib), q4_lanes(x + ib + 1, y + ib + 1));
+        const __m128i s = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+        const __m128 f = _mm_cvtepi32_ps(_mm_hadd_epi32(s, s));
+        acc = fmaf(h2f(&x[ib].d) * h2f(&y[ib].d), _mm_cvtss_f32(f), acc);
+        acc = fmaf(h2f(&x[ib + 1].d) * h2f(&y[ib + 1].d), _mm_cvtss_f32(_mm_movehdup_ps(f)), acc);
+    }
+    if (ib < nb) acc = fmaf(h2f(&x[ib].d) * h2f(&y[ib].d), (float)hsum_epi32(q4_lanes(x + ib, y + ib)), acc);
     return acc;
 }
 
