@@ -437,8 +437,8 @@ static inline float ld_bf16(const uint8_t *p) {
 DEF_FDOT(vec_dot_f32, 4, LD8_F32, ld_f32)
 DEF_FDOT(vec_dot_bf16, 2, load_bf16x8, ld_bf16)
 
-/* F16 weights (kernels_x86.h): gemm tiles of 2 rows x 3 tokens fit the 16 ymm registers */
-ELI_X86_F16(2)
+/* F16 weights (kernels_x86.h): gemm tiles of 2 rows x 3 tokens (12 ymm accumulators) */
+ELI_X86_F16()
 
 /* ---------------------------------------------------------------------------------------------------
  * attention helpers (float accumulation, FMA)
@@ -678,7 +678,6 @@ const eli_kernels eli_kernels_avx2_table = {
         },
     .vec_dot_nr =
         {
-            [ELI_TYPE_F16] = vec_dot_f16_nr,
             [ELI_TYPE_Q4_0] = vec_dot_q4_0_nr,
             [ELI_TYPE_Q4_1] = vec_dot_q4_1_nr,
             [ELI_TYPE_Q5_0] = vec_dot_q5_0_nr,
@@ -690,6 +689,7 @@ const eli_kernels eli_kernels_avx2_table = {
         },
     .gemv =
         {
+            [ELI_TYPE_F16] = gemv_f16,
             [ELI_TYPE_Q4_0] = gemv_q4_0,
             [ELI_TYPE_Q4_1] = gemv_q4_1,
             [ELI_TYPE_Q5_0] = gemv_q5_0,
@@ -698,7 +698,6 @@ const eli_kernels eli_kernels_avx2_table = {
         },
     .nr =
         {
-            [ELI_TYPE_F16] = ELI_KERNEL_MAX_NR,
             [ELI_TYPE_Q4_0] = 4,
             [ELI_TYPE_Q4_1] = 4,
             [ELI_TYPE_Q5_0] = 4,
@@ -722,7 +721,7 @@ const eli_kernels eli_kernels_avx2_table = {
         },
     .gemm_nr =
         {
-            [ELI_TYPE_F16] = ELI_KERNEL_MAX_NR,
+            [ELI_TYPE_F16] = ELI_KERNEL_MAX_GEMM_NR,
             [ELI_TYPE_Q4_0] = ELI_KERNEL_MAX_GEMM_NR,
             [ELI_TYPE_Q4_1] = ELI_KERNEL_MAX_GEMM_NR,
             [ELI_TYPE_Q5_0] = ELI_KERNEL_MAX_GEMM_NR,

@@ -73,17 +73,18 @@ static inline __m256i bits32(const uint8_t *p) {
 
 /* F16 weights (whole small models are F16), shared by the AVX2 and AVX-512 tables: float FMA
  * accumulation instead of the reference's double accumulation, which costs twice the work per element: a
- * float reordering within the kernels.h bound (normalised MSE <= 1e-7). Every F16 kernel (one row,
- * several rows, the gemm tiles) performs exactly this chain per (row, token): element i < n16 = n rounded
+ * float reordering within the kernels.h bound (normalised MSE <= 1e-7). Every F16 kernel (one row, the
+ * gemv and the gemm tiles) performs exactly this chain per (row, token): element i < n16 = n rounded
  * down to 16 goes to accumulator (i / 8) % 2, lane i % 8, in order of i; f16_finish does the same tail
  * and reduction for all of them, so prefill, decode and MTP verification agree bit for bit.
- * Two accumulators, not four: the loads (vcvtph2ps from memory) are what bounds these kernels, and with
- * two chains per (row, token) AVX2's 16 ymm registers hold tiles of 2 rows x 3 tokens (AVX-512's 32:
- * 4 x 3), which load 10 (14) vectors per 12 (24) FMAs instead of the one-row kernel's 2 per FMA. The
- * price is decode (one token, the one-row kernel): nano at 0.90-0.93 ms per token against 0.84-0.88 with
- * four accumulators (one thread, CPU time), for 2.6 vs 3.3 ms per 4-token verify batch and +38% prefill
- * (BENCHMARKS.md); the weights stream from L3 there, and the 4-row kernel for one token was slower still
- * (1.1-2.4 ms). */
+ *
+ * What bounds these kernels is the FMA latency when there are few chains (the one-row, one-token kernel
+ * has two) and the fp16 conversions (vcvtph2ps). So the gemv (decode) and the gemm (prefill, MTP
+ * verification) convert the activation rows to f32 once per call (exact: every fp16 is a float) and only
+ * the weights per tile: the gemv F16_GV rows at a time (8 chains), the gemm F16_RM rows x up to 3 tokens
+ * per tile (AVX2's 16 registers: 2 x 3, 12 accumulators; AVX-512's 32: 4 x 3, 24). One zmm per chain
+ * (both accumulators in one register) was measured slower on the Zen 4 here: gemv 21 against 26 GMAC/s,
+ * a 4 x 4 zmm gemm no faster than 4 x 3 ymm. */
 static inline float f16_finish(__m256 a0, __m256 a1, int64_t i, int64_t n, const uint8_t *px, const uint8_t *py) {
     for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(LD8_F16(px + 2 * i), LD8_F16(py + 2 * i), a0);
     const __m256 a = _mm256_add_ps(a0, a1);
@@ -95,82 +96,147 @@ static inline float f16_finish(__m256 a0, __m256 a1, int64_t i, int64_t n, const
     return (float)sum;
 }
 
-/* s[t * bs + r] for a tile of R rows (bx bytes apart) x TT tokens (by bytes apart). R and TT are constants
- * at every call, so the loops unroll and the 2 * R * TT accumulators stay in registers (R * TT <= 6 with
- * AVX2's 16 registers, <= 12 with AVX-512's 32). */
+#if defined(__AVX512F__)
+#define F16_RM 4
+#else
+#define F16_RM 2
+#endif
+#define F16_TT 3
+#define F16_GV 4
+
+/* The chains of R rows (bx bytes apart) x TT tokens over the elements [i0, i1) (multiples of 16), into
+ * a[r * TT + t]. The activations: fp16 rows (YF = 0, token t at y + t * ly bytes, element i at 2 i) or
+ * f32 copies of them (YF = 1, element i at float i - i0 of y + t * ly bytes). R and TT are constants at
+ * every call, so the loops unroll and the accumulators stay in registers. */
 #define F16_PREFETCH 4096
-static inline __attribute__((always_inline)) void f16_tile(int R, int TT, int64_t n, const uint8_t *x, size_t bx,
-                                                           const uint8_t *y, size_t by, float *s, size_t bs) {
-    const int64_t n16 = n & ~(int64_t)15;
-    __m256 a[12][2];
-    for (int p = 0; p < R * TT; p++) a[p][0] = a[p][1] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n16; i += 16) {
+static inline __attribute__((always_inline)) void f16_chains(int R, int TT, int YF, int64_t i0, int64_t i1,
+                                                             const uint8_t *x, size_t bx, const uint8_t *y, size_t ly,
+                                                             __m256 a[][2]) {
+    for (int64_t i = i0; i < i1; i += 16) {
         for (int l = 0; l < R; l += 2) _mm_prefetch((const char *)(x + F16_PREFETCH + 2 * R * i + 32 * l), _MM_HINT_T0);
         for (int j = 0; j < 2; j++) {
-            __m256 w[4];
+            __m256 w[F16_RM > F16_GV ? F16_RM : F16_GV];
             for (int r = 0; r < R; r++) w[r] = LD8_F16(x + (size_t)r * bx + 2 * (i + 8 * j));
             for (int t = 0; t < TT; t++) {
-                const __m256 v = LD8_F16(y + (size_t)t * by + 2 * (i + 8 * j));
+                const __m256 v = YF ? _mm256_loadu_ps((const float *)(y + (size_t)t * ly) + (i - i0 + 8 * j))
+                                    : LD8_F16(y + (size_t)t * ly + 2 * (i + 8 * j));
                 for (int r = 0; r < R; r++) a[r * TT + t][j] = _mm256_fmadd_ps(w[r], v, a[r * TT + t][j]);
             }
         }
     }
+}
+
+/* s[t * bs + r] for the chains a of R rows x TT tokens (fp16 rows y, by bytes apart) that hold n16 elements */
+static inline __attribute__((always_inline)) void f16_done(int R, int TT, __m256 a[][2], int64_t n16, int64_t n,
+                                                           const uint8_t *x, size_t bx, const uint8_t *y, size_t by,
+                                                           float *s, size_t bs) {
     for (int r = 0; r < R; r++)
         for (int t = 0; t < TT; t++)
             s[(size_t)t * bs + r] =
                 f16_finish(a[r * TT + t][0], a[r * TT + t][1], n16, n, x + (size_t)r * bx, y + (size_t)t * by);
 }
 
-/* The F16 kernels of a table whose gemm uses tiles of GRM rows x 3 tokens: one row (decode), several rows
- * for one token (4-row tiles, then the row tail), and the gemm. */
-#define ELI_X86_F16(GRM)                                                                                         \
+/* R rows x 1 token over the whole row: fp16 activations (YF = 0) or their f32 copy yf (YF = 1) */
+static inline __attribute__((always_inline)) void f16_rows(int R, int YF, int64_t n, const uint8_t *x, size_t bx,
+                                                           const uint8_t *y, const float *yf, float *s) {
+    const int64_t n16 = n & ~(int64_t)15;
+    __m256 a[F16_GV][2];
+    for (int p = 0; p < R; p++) a[p][0] = a[p][1] = _mm256_setzero_ps();
+    f16_chains(R, 1, YF, 0, n16, x, bx, YF ? (const uint8_t *)yf : y, 0, a);
+    f16_done(R, 1, a, n16, n, x, bx, y, 0, s, 1);
+}
+
+/* fp16 -> f32 of n elements (a multiple of 8) */
+static inline void f16_widen(int64_t n, const uint8_t *h, float *f) {
+    for (int64_t i = 0; i < n; i += 8) _mm256_storeu_ps(f + i, LD8_F16(h + 2 * i));
+}
+
+/* the elements per gemm chunk whose f32 activations sit on the stack, and the longest gemv row */
+#define F16_KC 512
+#define F16_GEMV_MAX 16384
+
+/* One gemm tile of R rows x TT tokens over the chunk [i0, i1) of the f32 activations yf (F16_KC floats
+ * per token): the chains start at zero on the first chunk, else from acc (the call's [row][token], rows
+ * ELI_KERNEL_MAX_NT apart); on the last chunk the results go to s, else back to acc. */
+static inline __attribute__((always_inline)) void f16_gemm_tile(int R, int TT, int64_t i0, int64_t i1, int64_t n16,
+                                                                int64_t n, const uint8_t *x, size_t bx, const float *yf,
+                                                                const uint8_t *y, size_t by, __m256 (*acc)[2],
+                                                                float *s, size_t bs) {
+    __m256 a[F16_RM * F16_TT][2];
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < TT; t++)
+            for (int j = 0; j < 2; j++) a[r * TT + t][j] = i0 ? acc[r * ELI_KERNEL_MAX_NT + t][j] : _mm256_setzero_ps();
+    f16_chains(R, TT, 1, i0, i1, x, bx, (const uint8_t *)yf, sizeof(float) * F16_KC, a);
+    if (i1 == n16) {
+        f16_done(R, TT, a, n16, n, x, bx, y, by, s, bs);
+        return;
+    }
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < TT; t++)
+            for (int j = 0; j < 2; j++) acc[r * ELI_KERNEL_MAX_NT + t][j] = a[r * TT + t][j];
+}
+
+/* the tile for R <= F16_RM rows x TT <= 3 tokens, with constant sizes */
+static inline void f16_gemm_rt(int R, int TT, int64_t i0, int64_t i1, int64_t n16, int64_t n, const uint8_t *x,
+                               size_t bx, const float *yf, const uint8_t *y, size_t by, __m256 (*acc)[2], float *s,
+                               size_t bs) {
+#define F16_R(RR)                                                                                                \
+    case RR:                                                                                                     \
+        if (TT == 1) f16_gemm_tile(RR, 1, i0, i1, n16, n, x, bx, yf, y, by, acc, s, bs);                         \
+        else if (TT == 2) f16_gemm_tile(RR, 2, i0, i1, n16, n, x, bx, yf, y, by, acc, s, bs);                    \
+        else f16_gemm_tile(RR, 3, i0, i1, n16, n, x, bx, yf, y, by, acc, s, bs);                                 \
+        break
+    switch (R) {
+        F16_R(1);
+#if F16_RM == 4
+        F16_R(2);
+        F16_R(3);
+#endif
+    default:
+        F16_R(F16_RM);
+    }
+#undef F16_R
+}
+
+/* The F16 entry points of a table: one row (vec_dot), the gemv and the gemm. */
+#define ELI_X86_F16()                                                                                            \
     static float vec_dot_f16(int64_t n, const void *vx, const void *vy) {                                        \
         float s;                                                                                                 \
-        f16_tile(1, 1, n, vx, 0, vy, 0, &s, 1);                                                                  \
+        f16_rows(1, 0, n, vx, 0, vy, NULL, &s);                                                                  \
         return s;                                                                                                \
     }                                                                                                            \
-    /* rem (< 4) rows x TT (<= 3) tokens */                                                                 \
-    static void f16_rows_tail(int rem, int TT, int64_t n, const uint8_t *x, size_t bx, const uint8_t *y, size_t by, \
-                              float *s, size_t bs) {                                                             \
-        switch (4 * rem + TT) {                                                                                  \
-        case 13: f16_tile(3, 1, n, x, bx, y, by, s, bs); break;                                                  \
-        case 14: f16_tile(3, 2, n, x, bx, y, by, s, bs); break;                                                  \
-        case 15: f16_tile(3, 3, n, x, bx, y, by, s, bs); break;                                                  \
-        case 9: f16_tile(2, 1, n, x, bx, y, by, s, bs); break;                                                   \
-        case 10: f16_tile(2, 2, n, x, bx, y, by, s, bs); break;                                                  \
-        case 11: f16_tile(2, 3, n, x, bx, y, by, s, bs); break;                                                  \
-        case 5: f16_tile(1, 1, n, x, bx, y, by, s, bs); break;                                                   \
-        case 6: f16_tile(1, 2, n, x, bx, y, by, s, bs); break;                                                   \
-        case 7: f16_tile(1, 3, n, x, bx, y, by, s, bs); break;                                                   \
-        default: break;                                                                                          \
+    static void gemv_f16(int64_t n, int64_t rows, const void *vx, size_t bx, const void *vy, float *s) {        \
+        const uint8_t *x = vx, *y = vy;                                                                          \
+        const int64_t n16 = n & ~(int64_t)15;                                                                    \
+        if (n16 > F16_GEMV_MAX) {                                                                                \
+            for (int64_t r = 0; r < rows; r++) s[r] = vec_dot_f16(n, x + (size_t)r * bx, vy);                    \
+            return;                                                                                              \
         }                                                                                                        \
-    }                                                                                                            \
-    static void vec_dot_f16_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {        \
-        const uint8_t *x = vx;                                                                                   \
-        int r = 0;                                                                                               \
-        for (; r + 4 <= nr; r += 4) f16_tile(4, 1, n, x + (size_t)r * bx, bx, vy, 0, s + r, 1);                  \
-        f16_rows_tail(nr - r, 1, n, x + (size_t)r * bx, bx, vy, 0, s + r, 1);                                    \
+        _Alignas(64) float yf[F16_GEMV_MAX];                                                                     \
+        f16_widen(n16, y, yf);                                                                                   \
+        int64_t r = 0;                                                                                           \
+        for (; r + F16_GV <= rows; r += F16_GV) f16_rows(F16_GV, 1, n, x + (size_t)r * bx, bx, y, yf, s + r);    \
+        for (; r < rows; r++) f16_rows(1, 1, n, x + (size_t)r * bx, 0, y, yf, s + r);                            \
     }                                                                                                            \
     static void gemm_f16(int64_t n, int nr, int nt, const void *vx, size_t bx, const void *vy, size_t by,       \
                          float *s, size_t bs) {                                                                  \
         const uint8_t *x = vx, *y = vy;                                                                          \
-        int t = 0;                                                                                               \
-        /* token groups of 3, a tail of 2 as one group (an MTP verify batch of 2 or 5 tokens would   \
-         * otherwise read its weights once more per token), of 1 through the one-token kernel */                \
-        while (t < nt) {                                                                                         \
-            const int tt = nt - t >= 3 ? 3 : nt - t;                                                             \
-            if (tt == 1) {                                                                                       \
-                vec_dot_f16_nr(n, nr, vx, bx, y + (size_t)t * by, s + (size_t)t * bs);                          \
-                break;                                                                                           \
-            }                                                                                                    \
-            const uint8_t *yt = y + (size_t)t * by;                                                              \
-            float *st = s + (size_t)t * bs;                                                                      \
-            int r = 0;                                                                                           \
-            for (; r + (GRM) <= nr; r += (GRM))                                                                  \
-                tt == 3 ? f16_tile(GRM, 3, n, x + (size_t)r * bx, bx, yt, by, st + r, bs)                        \
-                        : f16_tile(GRM, 2, n, x + (size_t)r * bx, bx, yt, by, st + r, bs);                       \
-            f16_rows_tail(nr - r, tt, n, x + (size_t)r * bx, bx, yt, by, st + r, bs);                            \
-            t += tt;                                                                                             \
+        const int64_t n16 = n & ~(int64_t)15;                                                                    \
+        if (n16 == 0) { /* the tails only */                                                                     \
+            for (int t = 0; t < nt; t++)                                                                         \
+                for (int r = 0; r < nr; r++) s[(size_t)t * bs + r] = vec_dot_f16(n, x + (size_t)r * bx, y + (size_t)t * by); \
+            return;                                                                                              \
+        }                                                                                                        \
+        _Alignas(64) float yf[ELI_KERNEL_MAX_NT * F16_KC];                                                       \
+        _Alignas(64) __m256 acc[ELI_KERNEL_MAX_GEMM_NR * ELI_KERNEL_MAX_NT][2];                                  \
+        for (int64_t i0 = 0; i0 < n16; i0 += F16_KC) {                                                           \
+            const int64_t i1 = n16 - i0 < F16_KC ? n16 : i0 + F16_KC;                                            \
+            for (int t = 0; t < nt; t++) f16_widen(i1 - i0, y + (size_t)t * by + 2 * i0, yf + (size_t)t * F16_KC); \
+            for (int r = 0; r < nr; r += F16_RM)                                                                 \
+                for (int t = 0; t < nt; t += F16_TT)                                                             \
+                    f16_gemm_rt(nr - r < F16_RM ? nr - r : F16_RM, nt - t < F16_TT ? nt - t : F16_TT, i0, i1, n16, n, \
+                                x + (size_t)r * bx, bx, yf + (size_t)t * F16_KC, y + (size_t)t * by, by,         \
+                                acc + (size_t)r * ELI_KERNEL_MAX_NT + t, s + (size_t)t * bs + r, bs);            \
         }                                                                                                        \
     }
 
