@@ -10,7 +10,7 @@
 #define SPEED_SAMPLES 4 /* plain steps measured before the first round, rounds before their costs count (greedy) */
 #define PROBE_EVERY 256 /* tokens committed by rounds between two re-measurements of plain steps (greedy) */
 #define DECAY 0.9       /* weight of the acceptance counts per round: the rate follows the text */
-#define COST_RING 8     /* measured costs: the cheapest of the last COST_RING samples counts (greedy) */
+#define COST_RING 9     /* measured costs: the median of the last COST_RING samples counts (greedy) */
 /* The costs of a draft step and of each verified token after the first, relative to a plain step, that
  * sampling (temperature > 0) assumes instead of measuring them, so that its window never depends on
  * timing; measured on eliza-1-nano (2026-12-01: a plain step 0.68-0.72 ms, a draft step 0.17 ms, a verify
@@ -18,9 +18,8 @@
 #define NOMINAL_DRAFT 0.25
 #define NOMINAL_TOKEN 0.45
 
-/* The last COST_RING samples of a cost. Their minimum is what counts: on cores shared with other work a
- * step is only ever slowed down (preempted, its cache evicted), so one slow sample says little, and the
- * minimum compares plain steps and rounds on the same footing. */
+/* The last COST_RING samples of a cost; their median is what counts, so that one preempted step (or one
+ * lucky one, e.g. a verify batch that had the second core to itself) moves nothing. */
 typedef struct {
     double v[COST_RING];
     int n, next;
@@ -32,10 +31,14 @@ static void cost_add(eli_cost *c, double sample) {
     if (c->n < COST_RING) c->n++;
 }
 
-static double cost_min(const eli_cost *c) {
-    double m = c->v[0];
-    for (int i = 1; i < c->n; i++) m = c->v[i] < m ? c->v[i] : m;
-    return m;
+static double cost_median(const eli_cost *c) {
+    double v[COST_RING];
+    for (int i = 0; i < c->n; i++) { /* insertion sort */
+        int j = i;
+        for (; j > 0 && v[j - 1] > c->v[i]; j--) v[j] = v[j - 1];
+        v[j] = c->v[i];
+    }
+    return v[(c->n - 1) / 2];
 }
 
 struct eli_spec {
@@ -200,11 +203,11 @@ static void adapt(eli_spec *s) {
     const double a = s->n_acc / (s->n_acc + s->n_rej);
     double draft = NOMINAL_DRAFT, token = NOMINAL_TOKEN;
     /* a few rounds are measured before their costs replace the nominal ones: one sample is mostly noise */
-    const double plain = s->t_plain.n ? cost_min(&s->t_plain) : 0;
+    const double plain = s->t_plain.n ? cost_median(&s->t_plain) : 0;
     const int measured = greedy(s) && s->n_rounds >= SPEED_SAMPLES && plain > 0;
     if (measured) {
-        draft = cost_min(&s->t_draft) / plain;
-        token = cost_min(&s->t_token) / plain;
+        draft = cost_median(&s->t_draft) / plain;
+        token = cost_median(&s->t_token) / plain;
     }
     double best = 0, yield = 1, ak = 1;
     int best_w = s->draft_min;
@@ -310,7 +313,7 @@ int eli_spec_round(eli_spec *s, eli_context *target, eli_sampler *smp, int32_t i
         const double t2 = now_s();
         cost_add(&s->t_draft, (t1 - t0) / w);
         if (s->t_plain.n) {
-            const double tok = (t2 - t1 - cost_min(&s->t_plain)) / w;
+            const double tok = (t2 - t1 - cost_median(&s->t_plain)) / w;
             cost_add(&s->t_token, tok > 0 ? tok : 0);
             if (s->n_rounds < 1000) s->n_rounds++;
         }
