@@ -290,7 +290,10 @@ static int attention_block(eli_context *c, int il, int64_t T, int64_t pos0) {
 
     /* (c) attention, scale 1.0, then the output projection */
     attn_job j = {c, l, &c->kv->layers[l->kv_source], T, pos0};
-    eli_pool_run(c->pool, attn_task, &j);
+    /* the work: Q·K and P·V over the cells each query sees (at most the window on sliding layers) */
+    int64_t cells = pos0 + T;
+    if (l->is_swa && cells > hp->n_swa) cells = hp->n_swa;
+    eli_pool_run(eli_pool_for(c->pool, 2 * T * H * cells * d), attn_task, &j);
     if ((rc = eli_matmul_k(c->pool, c->kern, &l->wo, 0, c->att, T, c->tmp, &c->qbuf))) return rc;
 
     /* (d) h1 = h + RMSw(attn, post_attention_norm) */

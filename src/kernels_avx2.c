@@ -411,57 +411,12 @@ DEF_GEMMK(q5_K, eli_block_q5_K, kx_q5_K, 1)
 DEF_GEMMK(q6_K, eli_block_q6_K, kx_q6_K, 0)
 
 /* ---------------------------------------------------------------------------------------------------
- * float formats: products rounded to float, accumulated in double (order differs from the reference)
+ * float formats (kernels_x86.h): F16 gemm tiles of 2 rows x 3 tokens fit the 16 ymm registers
  * ------------------------------------------------------------------------------------------------- */
 
-static inline void acc_pd(__m256d *a0, __m256d *a1, __m256 p) {
-    *a0 = _mm256_add_pd(*a0, _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
-    *a1 = _mm256_add_pd(*a1, _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
-}
-
-static inline double hsum_pd(__m256d a) {
-    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
-    s = _mm_add_sd(s, _mm_unpackhi_pd(s, s));
-    return _mm_cvtsd_f64(s);
-}
-
-static inline __m256 load_bf16x8(const uint8_t *p) {
-    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-}
-
-#define DEF_FDOT(NAME, ESZ, LOAD8, LOAD1)                                                   \
-    static float NAME(int64_t n, const void *vx, const void *vy) {                          \
-        const uint8_t *px = vx, *py = vy;                                                   \
-        __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;                        \
-        int64_t i = 0;                                                                      \
-        for (; i + 16 <= n; i += 16) {                                                      \
-            acc_pd(&a0, &a1, _mm256_mul_ps(LOAD8(px + ESZ * i), LOAD8(py + ESZ * i)));      \
-            acc_pd(&a2, &a3, _mm256_mul_ps(LOAD8(px + ESZ * (i + 8)), LOAD8(py + ESZ * (i + 8)))); \
-        }                                                                                   \
-        for (; i + 8 <= n; i += 8) acc_pd(&a0, &a1, _mm256_mul_ps(LOAD8(px + ESZ * i), LOAD8(py + ESZ * i))); \
-        double sum = hsum_pd(_mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)));  \
-        for (; i < n; i++) sum += (double)(LOAD1(px + ESZ * i) * LOAD1(py + ESZ * i));      \
-        return (float)sum;                                                                  \
-    }
-
-static inline float ld_f32(const uint8_t *p) {
-    float f;
-    memcpy(&f, p, 4);
-    return f;
-}
-static inline float ld_bf16(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return eli_bf16_to_fp32(h);
-}
-#define LD8_F32(p) _mm256_loadu_ps((const float *)(p))
-
-DEF_FDOT(vec_dot_f32, 4, LD8_F32, ld_f32)
-DEF_FDOT(vec_dot_bf16, 2, load_bf16x8, ld_bf16)
-
-/* F16 weights (kernels_x86.h): gemm tiles of 2 rows x 3 tokens fit the 16 ymm registers */
-ELI_X86_F16(2)
+ELI_X86_FLOAT(f16, FL_F16)
+ELI_X86_FLOAT(bf16, FL_BF16)
+ELI_X86_FLOAT(f32, FL_F32)
 
 /* ---------------------------------------------------------------------------------------------------
  * attention helpers (float accumulation, FMA)
@@ -701,7 +656,6 @@ const eli_kernels eli_kernels_avx2_table = {
         },
     .vec_dot_nr =
         {
-            [ELI_TYPE_F16] = vec_dot_f16_nr,
             [ELI_TYPE_Q4_1] = vec_dot_q4_1_nr,
             [ELI_TYPE_Q5_0] = vec_dot_q5_0_nr,
             [ELI_TYPE_Q5_1] = vec_dot_q5_1_nr,
@@ -712,6 +666,9 @@ const eli_kernels eli_kernels_avx2_table = {
         },
     .gemv =
         {
+            [ELI_TYPE_F32] = gemv_f32,
+            [ELI_TYPE_F16] = gemv_f16,
+            [ELI_TYPE_BF16] = gemv_bf16,
             [ELI_TYPE_Q4_0] = gemv_q4_0,
             [ELI_TYPE_Q4_1] = gemv_q4_1,
             [ELI_TYPE_Q5_0] = gemv_q5_0,
@@ -720,7 +677,6 @@ const eli_kernels eli_kernels_avx2_table = {
         },
     .nr =
         {
-            [ELI_TYPE_F16] = ELI_KERNEL_MAX_NR,
             [ELI_TYPE_Q4_1] = 4,
             [ELI_TYPE_Q5_0] = 4,
             [ELI_TYPE_Q5_1] = 4,
@@ -731,7 +687,9 @@ const eli_kernels eli_kernels_avx2_table = {
         },
     .gemm =
         {
+            [ELI_TYPE_F32] = gemm_f32,
             [ELI_TYPE_F16] = gemm_f16,
+            [ELI_TYPE_BF16] = gemm_bf16,
             [ELI_TYPE_Q4_0] = gemm_q4_0,
             [ELI_TYPE_Q4_1] = gemm_q4_1,
             [ELI_TYPE_Q5_0] = gemm_q5_0,
@@ -743,7 +701,9 @@ const eli_kernels eli_kernels_avx2_table = {
         },
     .gemm_nr =
         {
-            [ELI_TYPE_F16] = ELI_KERNEL_MAX_NR,
+            [ELI_TYPE_F32] = FL_GEMM_NR,
+            [ELI_TYPE_F16] = FL_GEMM_NR,
+            [ELI_TYPE_BF16] = FL_GEMM_NR,
             [ELI_TYPE_Q4_0] = ELI_KERNEL_MAX_GEMM_NR,
             [ELI_TYPE_Q4_1] = X86_GEMM32_NR,
             [ELI_TYPE_Q5_0] = X86_GEMM32_NR,

@@ -192,25 +192,28 @@ DEF_KGEMM(q4_K, eli_block_q4_K, kx_q4_K, 1)
 DEF_KGEMM(q5_K, eli_block_q5_K, kx_q5_K, 1)
 DEF_KGEMM(q6_K, eli_block_q6_K, kx_q6_K, 0)
 
-/* F16 weights (kernels_x86.h): 32 registers hold gemm tiles of 4 rows x 3 tokens */
-ELI_X86_F16(4)
+/* F16 weights (kernels_x86.h): one zmm per chain, gemm tiles of 4 rows x 4 tokens */
+ELI_X86_FLOAT(f16, FL_F16)
+ELI_X86_FLOAT(bf16, FL_BF16)
+ELI_X86_FLOAT(f32, FL_F32)
 
 /* the table (data only: nothing here runs before kernels.c has checked CPUID); empty entries keep the
  * AVX2 kernels */
 const eli_kernels eli_kernels_avx512_table = {
     .name = "avx512",
-    .vec_dot = {[ELI_TYPE_F16] = vec_dot_f16, [ELI_TYPE_Q4_0] = vec_dot_q4_0, [ELI_TYPE_Q5_0] = vec_dot_q5_0, [ELI_TYPE_Q8_0] = vec_dot_q8_0,
+    .vec_dot = {[ELI_TYPE_F32] = vec_dot_f32, [ELI_TYPE_F16] = vec_dot_f16, [ELI_TYPE_BF16] = vec_dot_bf16, [ELI_TYPE_Q4_0] = vec_dot_q4_0, [ELI_TYPE_Q5_0] = vec_dot_q5_0, [ELI_TYPE_Q8_0] = vec_dot_q8_0,
                 [ELI_TYPE_Q4_K] = vec_dot_q4_K, [ELI_TYPE_Q5_K] = vec_dot_q5_K, [ELI_TYPE_Q6_K] = vec_dot_q6_K},
-    .vec_dot_nr = {[ELI_TYPE_F16] = vec_dot_f16_nr, [ELI_TYPE_Q5_0] = vec_dot_q5_0_nr, [ELI_TYPE_Q8_0] = vec_dot_q8_0_nr,
+    .vec_dot_nr = {[ELI_TYPE_Q5_0] = vec_dot_q5_0_nr, [ELI_TYPE_Q8_0] = vec_dot_q8_0_nr,
                    [ELI_TYPE_Q4_K] = vec_dot_q4_K_nr, [ELI_TYPE_Q5_K] = vec_dot_q5_K_nr, [ELI_TYPE_Q6_K] = vec_dot_q6_K_nr},
-    .nr = {[ELI_TYPE_F16] = ELI_KERNEL_MAX_NR, [ELI_TYPE_Q5_0] = 4, [ELI_TYPE_Q8_0] = 4, [ELI_TYPE_Q4_K] = 4, [ELI_TYPE_Q5_K] = 4,
+    .nr = {[ELI_TYPE_Q5_0] = 4, [ELI_TYPE_Q8_0] = 4, [ELI_TYPE_Q4_K] = 4, [ELI_TYPE_Q5_K] = 4,
            [ELI_TYPE_Q6_K] = 4},
-    .gemv = {[ELI_TYPE_Q4_0] = gemv_q4_0, [ELI_TYPE_Q5_0] = gemv_q5_0, [ELI_TYPE_Q8_0] = gemv_q8_0},
-    .gemm = {[ELI_TYPE_F16] = gemm_f16, [ELI_TYPE_Q4_0] = gemm_q4_0, [ELI_TYPE_Q5_0] = gemm_q5_0, [ELI_TYPE_Q8_0] = gemm_q8_0,
+    .gemv = {[ELI_TYPE_F32] = gemv_f32, [ELI_TYPE_F16] = gemv_f16, [ELI_TYPE_BF16] = gemv_bf16, [ELI_TYPE_Q4_0] = gemv_q4_0, [ELI_TYPE_Q5_0] = gemv_q5_0, [ELI_TYPE_Q8_0] = gemv_q8_0},
+    .gemm = {[ELI_TYPE_F32] = gemm_f32, [ELI_TYPE_F16] = gemm_f16, [ELI_TYPE_BF16] = gemm_bf16, [ELI_TYPE_Q4_0] = gemm_q4_0, [ELI_TYPE_Q5_0] = gemm_q5_0, [ELI_TYPE_Q8_0] = gemm_q8_0,
              [ELI_TYPE_Q4_K] = gemm_q4_K, [ELI_TYPE_Q5_K] = gemm_q5_K, [ELI_TYPE_Q6_K] = gemm_q6_K},
     /* the K-quants unpack KRM rows per super-block */
-    .gemm_nr = {[ELI_TYPE_F16] = ELI_KERNEL_MAX_NR, [ELI_TYPE_Q4_0] = ELI_KERNEL_MAX_GEMM_NR, [ELI_TYPE_Q5_0] = X86_GEMM32_NR,
-                [ELI_TYPE_Q8_0] = X86_GEMM32_NR, [ELI_TYPE_Q4_K] = KRM, [ELI_TYPE_Q5_K] = KRM,
+    .gemm_nr = {[ELI_TYPE_F32] = FL_GEMM_NR, [ELI_TYPE_F16] = FL_GEMM_NR, [ELI_TYPE_BF16] = FL_GEMM_NR,
+                [ELI_TYPE_Q4_0] = ELI_KERNEL_MAX_GEMM_NR, [ELI_TYPE_Q5_0] = X86_GEMM32_NR, [ELI_TYPE_Q8_0] = X86_GEMM32_NR,
+                [ELI_TYPE_Q4_K] = KRM, [ELI_TYPE_Q5_K] = KRM,
                 [ELI_TYPE_Q6_K] = KRM},
 };
 

@@ -79,106 +79,228 @@ static inline __m256i bits32(const uint8_t *p) {
  * activation s after d): one more FMA chain per row, in block order. */
 #define LD8_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
 
-/* F16 weights (whole small models are F16), shared by the AVX2 and AVX-512 tables: float FMA
- * accumulation instead of the reference's double accumulation, which costs twice the work per element: a
- * float reordering within the kernels.h bound (normalised MSE <= 1e-7). Every F16 kernel (one row,
- * several rows, the gemm tiles) performs exactly this chain per (row, token): element i < n16 = n rounded
- * down to 16 goes to accumulator (i / 8) % 2, lane i % 8, in order of i; f16_finish does the same tail
- * and reduction for all of them, so prefill, decode and MTP verification agree bit for bit.
- * Two accumulators, not four: the loads (vcvtph2ps from memory) are what bounds these kernels, and with
- * two chains per (row, token) AVX2's 16 ymm registers hold tiles of 2 rows x 3 tokens (AVX-512's 32:
- * 4 x 3), which load 10 (14) vectors per 12 (24) FMAs instead of the one-row kernel's 2 per FMA. The
- * price is decode (one token, the one-row kernel): nano at 0.90-0.93 ms per token against 0.84-0.88 with
- * four accumulators (one thread, CPU time), for 2.6 vs 3.3 ms per 4-token verify batch and +38% prefill
- * (BENCHMARKS.md); the weights stream from L3 there, and the 4-row kernel for one token was slower still
- * (1.1-2.4 ms). */
-static inline float f16_finish(__m256 a0, __m256 a1, int64_t i, int64_t n, const uint8_t *px, const uint8_t *py) {
-    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(LD8_F16(px + 2 * i), LD8_F16(py + 2 * i), a0);
+/* the float weight formats of the kernels below; the activation row is in the same format */
+enum { FL_F16, FL_BF16, FL_F32 };
+#define FL_ES(W) ((W) == FL_F32 ? 4 : 2) /* bytes per element */
+/* rows per gemm call (the accumulators of a call live on the stack: FL_GEMM_NR x ELI_KERNEL_MAX_NT chains) */
+#define FL_GEMM_NR 32
+static inline __attribute__((always_inline)) __m256 fl_ld8(int W, const uint8_t *p) {
+    if (W == FL_F16) return LD8_F16(p);
+    if (W == FL_BF16) /* a bf16 is the top half of its float */
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+    return _mm256_loadu_ps((const float *)(const void *)p);
+}
+static inline __attribute__((always_inline)) float fl_ld1(int W, const uint8_t *p) {
+    if (W == FL_F16) return h2f(p);
+    uint32_t u = 0;
+    memcpy(&u, p, (size_t)FL_ES(W));
+    if (W == FL_BF16) u <<= 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Float weights -- F16 (whole small models are F16), BF16 and F32 -- shared by the AVX2 and AVX-512
+ * tables: float FMA accumulation instead of the reference's double accumulation, which costs twice the
+ * work per element: a float reordering within the kernels.h bound (normalised MSE <= 1e-7). Every kernel
+ * of a format (one row, the gemv and the gemm tiles) performs exactly this chain per (row, token): element
+ * i < n16 = n rounded down to 16 goes to accumulator (i / 8) % 2, lane i % 8, in order of i; fl_finish
+ * does the same tail and reduction for all of them, so prefill, decode and MTP verification agree bit for
+ * bit.
+ *
+ * What bounds these kernels is the FMA latency when there are few chains (the one-row, one-token kernel
+ * has two) and the conversions to f32 (vcvtph2ps for F16, a shift for BF16). So the gemv (decode) and
+ * the gemm (prefill, MTP verification) convert the activation rows to f32 once per call (exact: every
+ * fp16 and bf16 is a float) and only the weights per tile: the gemv FL_GV rows at a time (8 chains), the
+ * gemm FL_RM rows x up to 3 tokens per tile (AVX2's 16 registers: 2 x 3, 12 accumulators; AVX-512's 32:
+ * 4 x 3, 24). One zmm per chain (both accumulators in one register) was measured slower on the Zen 4
+ * here: F16 gemv 21 against 26 GMAC/s, a 4 x 4 zmm gemm no faster than 4 x 3 ymm. */
+static inline __attribute__((always_inline)) float fl_finish(int W, __m256 a0, __m256 a1, int64_t i, int64_t n,
+                                                             const uint8_t *px, const uint8_t *py) {
+    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(fl_ld8(W, px + FL_ES(W) * i), fl_ld8(W, py + FL_ES(W) * i), a0);
     const __m256 a = _mm256_add_ps(a0, a1);
     __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
     h = _mm_add_ps(h, _mm_movehl_ps(h, h));
     h = _mm_add_ss(h, _mm_movehdup_ps(h));
     double sum = _mm_cvtss_f32(h);
-    for (; i < n; i++) sum += (double)(h2f(px + 2 * i) * h2f(py + 2 * i));
+    for (; i < n; i++) sum += (double)(fl_ld1(W, px + FL_ES(W) * i) * fl_ld1(W, py + FL_ES(W) * i));
     return (float)sum;
 }
 
-/* s[t * bs + r] for a tile of R rows (bx bytes apart) x TT tokens (by bytes apart). R and TT are constants
- * at every call, so the loops unroll and the 2 * R * TT accumulators stay in registers (R * TT <= 6 with
- * AVX2's 16 registers, <= 12 with AVX-512's 32). */
-#define F16_PREFETCH 4096
-static inline __attribute__((always_inline)) void f16_tile(int R, int TT, int64_t n, const uint8_t *x, size_t bx,
-                                                           const uint8_t *y, size_t by, float *s, size_t bs) {
-    const int64_t n16 = n & ~(int64_t)15;
-    __m256 a[12][2];
-    for (int p = 0; p < R * TT; p++) a[p][0] = a[p][1] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n16; i += 16) {
-        for (int l = 0; l < R; l += 2) _mm_prefetch((const char *)(x + F16_PREFETCH + 2 * R * i + 32 * l), _MM_HINT_T0);
+#if defined(__AVX512F__)
+#define FL_RM 4
+#else
+#define FL_RM 2
+#endif
+#define FL_TT 3
+#define FL_GV 4
+
+/* software prefetch distance along the rows: 4096 bytes left the gemv waiting when other processes had
+ * evicted the weights from L3 (nano decode 0.47-0.98 ms between runs, against 0.47-0.48 with 8192) */
+#define FL_PREFETCH 8192
+
+/* The chains of R rows (bx bytes apart) x TT tokens over the elements [i0, i1) (multiples of 16), into
+ * a[r * TT + t]. The activations: fp16 rows (YF = 0, token t at y + t * ly bytes, element i at 2 i) or
+ * f32 copies of them (YF = 1, element i at float i - i0 of y + t * ly bytes). R and TT are constants at
+ * every call, so the loops unroll and the accumulators stay in registers. */
+static inline __attribute__((always_inline)) void fl_chains(int W, int R, int TT, int YF, int64_t i0, int64_t i1,
+                                                             const uint8_t *x, size_t bx, const uint8_t *y, size_t ly,
+                                                             __m256 a[][2]) {
+    for (int64_t i = i0; i < i1; i += 16) {
+        for (int l = 0; l < R; l += 2) _mm_prefetch((const char *)(x + FL_PREFETCH + FL_ES(W) * (R * i + 16 * l)), _MM_HINT_T0);
         for (int j = 0; j < 2; j++) {
-            __m256 w[4];
-            for (int r = 0; r < R; r++) w[r] = LD8_F16(x + (size_t)r * bx + 2 * (i + 8 * j));
+            __m256 w[FL_RM > FL_GV ? FL_RM : FL_GV];
+            for (int r = 0; r < R; r++) w[r] = fl_ld8(W, x + (size_t)r * bx + FL_ES(W) * (i + 8 * j));
             for (int t = 0; t < TT; t++) {
-                const __m256 v = LD8_F16(y + (size_t)t * by + 2 * (i + 8 * j));
+                const __m256 v = YF ? _mm256_loadu_ps((const float *)(y + (size_t)t * ly) + (i - i0 + 8 * j))
+                                    : fl_ld8(W, y + (size_t)t * ly + FL_ES(W) * (i + 8 * j));
                 for (int r = 0; r < R; r++) a[r * TT + t][j] = _mm256_fmadd_ps(w[r], v, a[r * TT + t][j]);
             }
         }
     }
+}
+
+/* out[p] = fl_finish of the chains a[p] for p < P when there is no tail (n = n16; the double rounding
+ * of fl_finish is then exact): the same additions, eight chains at a time in three transposing steps
+ * (lo + hi halves, then elements 0 + 2 and 1 + 3, then 0 + 1) instead of a horizontal sum per chain. */
+static inline void fl_sums(int P, __m256 a[][2], float *out) {
+    for (int p0 = 0; p0 < P; p0 += 8) {
+        __m256 v[8], u[4];
+        for (int k = 0; k < 8; k++) v[k] = p0 + k < P ? _mm256_add_ps(a[p0 + k][0], a[p0 + k][1]) : _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) /* [lo + hi of v2k | lo + hi of v2k+1] */
+            u[k] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * k], v[2 * k + 1], 0x20),
+                                 _mm256_permute2f128_ps(v[2 * k], v[2 * k + 1], 0x31));
+        const __m256 y01 = _mm256_add_ps(_mm256_shuffle_ps(u[0], u[1], 0x44), _mm256_shuffle_ps(u[0], u[1], 0xEE));
+        const __m256 y23 = _mm256_add_ps(_mm256_shuffle_ps(u[2], u[3], 0x44), _mm256_shuffle_ps(u[2], u[3], 0xEE));
+        /* lanes: v0, v2, v4, v6, v1, v3, v5, v7 */
+        float r[8];
+        _mm256_storeu_ps(r, _mm256_add_ps(_mm256_shuffle_ps(y01, y23, 0x88), _mm256_shuffle_ps(y01, y23, 0xDD)));
+        static const int order[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+        for (int k = 0; k < 8 && p0 + k < P; k++) out[p0 + k] = r[order[k]];
+    }
+}
+
+/* s[t * bs + r] for the chains a of R rows x TT tokens (fp16 rows y, by bytes apart) that hold n16 elements */
+static inline __attribute__((always_inline)) void fl_done(int W, int R, int TT, __m256 a[][2], int64_t n16, int64_t n,
+                                                           const uint8_t *x, size_t bx, const uint8_t *y, size_t by,
+                                                           float *s, size_t bs) {
+    if (n16 == n && R * TT > 1) {
+        float v[FL_RM * FL_TT > FL_GV ? FL_RM * FL_TT : FL_GV];
+        fl_sums(R * TT, a, v);
+        for (int r = 0; r < R; r++)
+            for (int t = 0; t < TT; t++) s[(size_t)t * bs + r] = v[r * TT + t];
+        return;
+    }
     for (int r = 0; r < R; r++)
         for (int t = 0; t < TT; t++)
             s[(size_t)t * bs + r] =
-                f16_finish(a[r * TT + t][0], a[r * TT + t][1], n16, n, x + (size_t)r * bx, y + (size_t)t * by);
+                fl_finish(W, a[r * TT + t][0], a[r * TT + t][1], n16, n, x + (size_t)r * bx, y + (size_t)t * by);
 }
 
-/* The F16 kernels of a table whose gemm uses tiles of GRM rows x 3 tokens: one row (decode), several rows
- * for one token (4-row tiles, then the row tail), and the gemm. */
-#define ELI_X86_F16(GRM)                                                                                         \
-    static float vec_dot_f16(int64_t n, const void *vx, const void *vy) {                                        \
+/* R rows x 1 token over the whole row: fp16 activations (YF = 0) or their f32 copy yf (YF = 1) */
+static inline __attribute__((always_inline)) void fl_rows(int W, int R, int YF, int64_t n, const uint8_t *x, size_t bx,
+                                                           const uint8_t *y, const float *yf, float *s) {
+    const int64_t n16 = n & ~(int64_t)15;
+    __m256 a[FL_GV][2];
+    for (int p = 0; p < R; p++) a[p][0] = a[p][1] = _mm256_setzero_ps();
+    fl_chains(W, R, 1, YF, 0, n16, x, bx, YF ? (const uint8_t *)yf : y, 0, a);
+    fl_done(W, R, 1, a, n16, n, x, bx, y, 0, s, 1);
+}
+
+/* fp16 -> f32 of n elements (a multiple of 8) */
+static inline __attribute__((always_inline)) void fl_widen(int W, int64_t n, const uint8_t *h, float *f) {
+    for (int64_t i = 0; i < n; i += 8) _mm256_storeu_ps(f + i, fl_ld8(W, h + FL_ES(W) * i));
+}
+
+/* the elements per gemm chunk whose f32 activations sit on the stack, and the longest gemv row */
+#define FL_KC 512
+#define FL_GEMV_MAX 16384
+
+/* One gemm tile of R rows x TT tokens over the chunk [i0, i1) of the f32 activations yf (FL_KC floats
+ * per token): the chains start at zero on the first chunk, else from acc (the call's [row][token], rows
+ * ELI_KERNEL_MAX_NT apart); on the last chunk the results go to s, else back to acc. */
+static inline __attribute__((always_inline)) void fl_gemm_tile(int W, int R, int TT, int64_t i0, int64_t i1, int64_t n16,
+                                                                int64_t n, const uint8_t *x, size_t bx, const float *yf,
+                                                                const uint8_t *y, size_t by, __m256 (*acc)[2],
+                                                                float *s, size_t bs) {
+    __m256 a[FL_RM * FL_TT][2];
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < TT; t++)
+            for (int j = 0; j < 2; j++) a[r * TT + t][j] = i0 ? acc[r * ELI_KERNEL_MAX_NT + t][j] : _mm256_setzero_ps();
+    fl_chains(W, R, TT, 1, i0, i1, x, bx, (const uint8_t *)yf, sizeof(float) * FL_KC, a);
+    if (i1 == n16) {
+        fl_done(W, R, TT, a, n16, n, x, bx, y, by, s, bs);
+        return;
+    }
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < TT; t++)
+            for (int j = 0; j < 2; j++) acc[r * ELI_KERNEL_MAX_NT + t][j] = a[r * TT + t][j];
+}
+
+/* the tile for R <= FL_RM rows x TT <= 3 tokens, with constant sizes */
+static inline __attribute__((always_inline)) void fl_gemm_rt(int W, int R, int TT, int64_t i0, int64_t i1, int64_t n16, int64_t n, const uint8_t *x,
+                               size_t bx, const float *yf, const uint8_t *y, size_t by, __m256 (*acc)[2], float *s,
+                               size_t bs) {
+#define FL_R(RR)                                                                                                \
+    case RR:                                                                                                     \
+        if (TT == 1) fl_gemm_tile(W, RR, 1, i0, i1, n16, n, x, bx, yf, y, by, acc, s, bs);                         \
+        else if (TT == 2) fl_gemm_tile(W, RR, 2, i0, i1, n16, n, x, bx, yf, y, by, acc, s, bs);                    \
+        else fl_gemm_tile(W, RR, 3, i0, i1, n16, n, x, bx, yf, y, by, acc, s, bs);                                 \
+        break
+    switch (R) {
+        FL_R(1);
+#if FL_RM == 4
+        FL_R(2);
+        FL_R(3);
+#endif
+    default:
+        FL_R(FL_RM);
+    }
+#undef F16_R
+}
+
+/* The entry points of a table for one float weight format W (NAME f16, bf16 or f32; the activation is in
+ * the same format, the weight's vec_dot_type): one row (vec_dot), the gemv and the gemm. */
+#define ELI_X86_FLOAT(NAME, W)                                                                                   \
+    static float vec_dot_##NAME(int64_t n, const void *vx, const void *vy) {                                     \
         float s;                                                                                                 \
-        f16_tile(1, 1, n, vx, 0, vy, 0, &s, 1);                                                                  \
+        fl_rows(W, 1, 0, n, vx, 0, vy, NULL, &s);                                                                \
         return s;                                                                                                \
     }                                                                                                            \
-    /* rem (< 4) rows x TT (<= 3) tokens */                                                                 \
-    static void f16_rows_tail(int rem, int TT, int64_t n, const uint8_t *x, size_t bx, const uint8_t *y, size_t by, \
-                              float *s, size_t bs) {                                                             \
-        switch (4 * rem + TT) {                                                                                  \
-        case 13: f16_tile(3, 1, n, x, bx, y, by, s, bs); break;                                                  \
-        case 14: f16_tile(3, 2, n, x, bx, y, by, s, bs); break;                                                  \
-        case 15: f16_tile(3, 3, n, x, bx, y, by, s, bs); break;                                                  \
-        case 9: f16_tile(2, 1, n, x, bx, y, by, s, bs); break;                                                   \
-        case 10: f16_tile(2, 2, n, x, bx, y, by, s, bs); break;                                                  \
-        case 11: f16_tile(2, 3, n, x, bx, y, by, s, bs); break;                                                  \
-        case 5: f16_tile(1, 1, n, x, bx, y, by, s, bs); break;                                                   \
-        case 6: f16_tile(1, 2, n, x, bx, y, by, s, bs); break;                                                   \
-        case 7: f16_tile(1, 3, n, x, bx, y, by, s, bs); break;                                                   \
-        default: break;                                                                                          \
-        }                                                                                                        \
-    }                                                                                                            \
-    static void vec_dot_f16_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) {        \
-        const uint8_t *x = vx;                                                                                   \
-        int r = 0;                                                                                               \
-        for (; r + 4 <= nr; r += 4) f16_tile(4, 1, n, x + (size_t)r * bx, bx, vy, 0, s + r, 1);                  \
-        f16_rows_tail(nr - r, 1, n, x + (size_t)r * bx, bx, vy, 0, s + r, 1);                                    \
-    }                                                                                                            \
-    static void gemm_f16(int64_t n, int nr, int nt, const void *vx, size_t bx, const void *vy, size_t by,       \
-                         float *s, size_t bs) {                                                                  \
+    static void gemv_##NAME(int64_t n, int64_t rows, const void *vx, size_t bx, const void *vy, float *s) {     \
         const uint8_t *x = vx, *y = vy;                                                                          \
-        int t = 0;                                                                                               \
-        /* token groups of 3, a tail of 2 as one group (an MTP verify batch of 2 or 5 tokens would   \
-         * otherwise read its weights once more per token), of 1 through the one-token kernel */                \
-        while (t < nt) {                                                                                         \
-            const int tt = nt - t >= 3 ? 3 : nt - t;                                                             \
-            if (tt == 1) {                                                                                       \
-                vec_dot_f16_nr(n, nr, vx, bx, y + (size_t)t * by, s + (size_t)t * bs);                          \
-                break;                                                                                           \
-            }                                                                                                    \
-            const uint8_t *yt = y + (size_t)t * by;                                                              \
-            float *st = s + (size_t)t * bs;                                                                      \
-            int r = 0;                                                                                           \
-            for (; r + (GRM) <= nr; r += (GRM))                                                                  \
-                tt == 3 ? f16_tile(GRM, 3, n, x + (size_t)r * bx, bx, yt, by, st + r, bs)                        \
-                        : f16_tile(GRM, 2, n, x + (size_t)r * bx, bx, yt, by, st + r, bs);                       \
-            f16_rows_tail(nr - r, tt, n, x + (size_t)r * bx, bx, yt, by, st + r, bs);                            \
-            t += tt;                                                                                             \
+        const int64_t n16 = n & ~(int64_t)15;                                                                    \
+        if (n16 > FL_GEMV_MAX) {                                                                                 \
+            for (int64_t r = 0; r < rows; r++) s[r] = vec_dot_##NAME(n, x + (size_t)r * bx, vy);                 \
+            return;                                                                                              \
+        }                                                                                                        \
+        _Alignas(64) float yf[FL_GEMV_MAX];                                                                      \
+        fl_widen(W, n16, y, yf);                                                                                 \
+        int64_t r = 0;                                                                                           \
+        for (; r + FL_GV <= rows; r += FL_GV) fl_rows(W, FL_GV, 1, n, x + (size_t)r * bx, bx, y, yf, s + r);     \
+        for (; r < rows; r++) fl_rows(W, 1, 1, n, x + (size_t)r * bx, 0, y, yf, s + r);                          \
+    }                                                                                                            \
+    static void gemm_##NAME(int64_t n, int nr, int nt, const void *vx, size_t bx, const void *vy, size_t by,    \
+                            float *s, size_t bs) {                                                               \
+        const uint8_t *x = vx, *y = vy;                                                                          \
+        const int64_t n16 = n & ~(int64_t)15;                                                                    \
+        if (n16 == 0) { /* the tails only */                                                                     \
+            for (int t = 0; t < nt; t++)                                                                         \
+                for (int r = 0; r < nr; r++)                                                                     \
+                    s[(size_t)t * bs + r] = vec_dot_##NAME(n, x + (size_t)r * bx, y + (size_t)t * by);           \
+            return;                                                                                              \
+        }                                                                                                        \
+        _Alignas(64) float yf[ELI_KERNEL_MAX_NT * FL_KC];                                                        \
+        _Alignas(64) __m256 acc[FL_GEMM_NR * ELI_KERNEL_MAX_NT][2];                                              \
+        for (int64_t i0 = 0; i0 < n16; i0 += FL_KC) {                                                            \
+            const int64_t i1 = n16 - i0 < FL_KC ? n16 : i0 + FL_KC;                                              \
+            for (int t = 0; t < nt; t++)                                                                         \
+                fl_widen(W, i1 - i0, y + (size_t)t * by + FL_ES(W) * i0, yf + (size_t)t * FL_KC);                \
+            for (int r = 0; r < nr; r += FL_RM)                                                                  \
+                for (int t = 0; t < nt; t += FL_TT)                                                              \
+                    fl_gemm_rt(W, nr - r < FL_RM ? nr - r : FL_RM, nt - t < FL_TT ? nt - t : FL_TT, i0, i1, n16, n, \
+                               x + (size_t)r * bx, bx, yf + (size_t)t * FL_KC, y + (size_t)t * by, by,           \
+                               acc + (size_t)r * ELI_KERNEL_MAX_NT + t, s + (size_t)t * bs + r, bs);             \
         }                                                                                                        \
     }
 

@@ -267,6 +267,7 @@ int eli_matmul(eli_pool *pool, const eli_weight *w, int64_t mat, const float *x,
 int eli_matmul_k(eli_pool *pool, const eli_kernels *k, const eli_weight *w, int64_t mat, const float *x, int64_t T,
                  float *y, eli_buf *scratch) {
     if (!k) k = eli_kernels_best();
+    pool = eli_pool_for(pool, w->rows * w->cols * T);
     const eli_type_traits *tt = eli_type_info(w->type);
     matmul_job j = {k, w, (const uint8_t *)w->data + (size_t)mat * (size_t)w->rows * w->row_bytes, x,
                     (size_t)w->cols * sizeof(float), T, y, matmul_chunk(k, w, T, eli_pool_size(pool)), 0};

@@ -10,12 +10,36 @@
 #define SPEED_SAMPLES 4 /* plain steps measured before the first round, rounds before their costs count (greedy) */
 #define PROBE_EVERY 256 /* tokens committed by rounds between two re-measurements of plain steps (greedy) */
 #define DECAY 0.9       /* weight of the acceptance counts per round: the rate follows the text */
+#define COST_RING 9     /* measured costs: the median of the last COST_RING samples counts (greedy) */
 /* The costs of a draft step and of each verified token after the first, relative to a plain step, that
  * sampling (temperature > 0) assumes instead of measuring them, so that its window never depends on
  * timing; measured on eliza-1-nano (2026-12-01: a plain step 0.68-0.72 ms, a draft step 0.17 ms, a verify
  * batch of 4 tokens 1.57 ms and of 7 2.73 ms, one thread). */
 #define NOMINAL_DRAFT 0.25
 #define NOMINAL_TOKEN 0.45
+
+/* The last COST_RING samples of a cost; their median is what counts, so that one preempted step (or one
+ * lucky one, e.g. a verify batch that had the second core to itself) moves nothing. */
+typedef struct {
+    double v[COST_RING];
+    int n, next;
+} eli_cost;
+
+static void cost_add(eli_cost *c, double sample) {
+    c->v[c->next] = sample;
+    c->next = (c->next + 1) % COST_RING;
+    if (c->n < COST_RING) c->n++;
+}
+
+static double cost_median(const eli_cost *c) {
+    double v[COST_RING];
+    for (int i = 0; i < c->n; i++) { /* insertion sort */
+        int j = i;
+        for (; j > 0 && v[j - 1] > c->v[i]; j--) v[j] = v[j - 1];
+        v[j] = c->v[i];
+    }
+    return v[(c->n - 1) / 2];
+}
 
 struct eli_spec {
     const eli_model *dm, *tm;
@@ -27,9 +51,9 @@ struct eli_spec {
     /* acceptance: decayed counts of accepted and rejected drafts (their ratio estimates the chance that
      * a draft is accepted after its predecessors were) */
     double n_acc, n_rej;
-    /* greedy only, measured (moving averages, seconds): a plain step, a draft step, and what a verify
-     * batch costs per token beyond the first */
-    double t_plain, t_draft, t_token;
+    /* greedy only, measured (seconds): a plain step, a draft step, and what a verify batch costs per token
+     * beyond the first; plain steps since the last probe, rounds measured */
+    eli_cost t_plain, t_draft, t_token;
     int n_plain, n_rounds, since_probe;
     eli_spec_stats stats;
     /* scratch */
@@ -125,7 +149,9 @@ void eli_spec_reset(eli_spec *s) {
      * outweigh it within a few rounds */
     s->n_acc = 1.5;
     s->n_rej = 0.5;
-    s->t_plain = s->t_draft = s->t_token = 0;
+    memset(&s->t_plain, 0, sizeof s->t_plain);
+    memset(&s->t_draft, 0, sizeof s->t_draft);
+    memset(&s->t_token, 0, sizeof s->t_token);
     s->n_plain = s->n_rounds = s->since_probe = 0;
     s->rng = s->seed ^ 0x6D7470ull; /* "mtp" */
     s->stats.window = s->window;
@@ -160,12 +186,10 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void average(double *t, int n, double sample) { *t = n ? 0.75 * *t + 0.25 * sample : sample; }
-
 /* Only greedy decoding uses timing (its output does not depend on the window). */
 void eli_spec_note_plain(eli_spec *s, double seconds) {
     if (!greedy(s)) return;
-    average(&s->t_plain, s->n_plain, seconds);
+    cost_add(&s->t_plain, seconds);
     if (s->n_plain < 1000) s->n_plain++;
 }
 
@@ -179,10 +203,11 @@ static void adapt(eli_spec *s) {
     const double a = s->n_acc / (s->n_acc + s->n_rej);
     double draft = NOMINAL_DRAFT, token = NOMINAL_TOKEN;
     /* a few rounds are measured before their costs replace the nominal ones: one sample is mostly noise */
-    const int measured = greedy(s) && s->n_rounds >= SPEED_SAMPLES && s->n_plain > 0 && s->t_plain > 0;
+    const double plain = s->t_plain.n ? cost_median(&s->t_plain) : 0;
+    const int measured = greedy(s) && s->n_rounds >= SPEED_SAMPLES && plain > 0;
     if (measured) {
-        draft = s->t_draft / s->t_plain;
-        token = s->t_token / s->t_plain;
+        draft = cost_median(&s->t_draft) / plain;
+        token = cost_median(&s->t_token) / plain;
     }
     double best = 0, yield = 1, ak = 1;
     int best_w = s->draft_min;
@@ -237,18 +262,21 @@ int eli_spec_round(eli_spec *s, eli_context *target, eli_sampler *smp, int32_t i
     const eli_outputs o = {s->logits, s->hidden, 1};
     if ((rc = eli_decode_ex(target, s->batch, w + 1, &o, err))) return rc;
 
-    /* accept drafts while the target agrees; then one token from the target */
+    /* accept drafts while the target agrees; then one token from the target (greedy: the target's token
+     * straight from the sampler, without its distribution over the vocabulary) */
     int a = 0;
     for (; a <= w; a++) {
-        eli_sampler_probs(smp, s->logits + (size_t)a * V, s->p);
+        int32_t best = -1;
+        if (greedy) best = eli_sampler_sample(smp, s->logits + (size_t)a * V);
+        else eli_sampler_probs(smp, s->logits + (size_t)a * V, s->p);
         if (a == w) { /* every draft accepted: the bonus token */
-            out[(*n_out)++] = greedy ? argmax(s->p, V) : draw(s, s->p, V);
+            out[(*n_out)++] = greedy ? best : draw(s, s->p, V);
             break;
         }
         const int32_t d = s->batch[a + 1];
         int ok;
         if (greedy) {
-            ok = s->p[d] >= 1.0f;
+            ok = best == d;
         } else {
             const float *q = s->q + (size_t)a * V;
             ok = q[d] > 0 && uniform01(s) < (double)s->p[d] / q[d];
@@ -260,7 +288,7 @@ int eli_spec_round(eli_spec *s, eli_context *target, eli_sampler *smp, int32_t i
         }
         /* rejected: the target's token, from the residual distribution max(0, p - q) when sampling */
         if (greedy) {
-            out[(*n_out)++] = argmax(s->p, V);
+            out[(*n_out)++] = best;
         } else {
             const float *q = s->q + (size_t)a * V;
             double mass = 0;
@@ -283,12 +311,12 @@ int eli_spec_round(eli_spec *s, eli_context *target, eli_sampler *smp, int32_t i
     *accepted = a;
     if (greedy) {
         const double t2 = now_s();
-        average(&s->t_draft, s->n_rounds, (t1 - t0) / w);
-        if (s->n_plain > 0) {
-            const double tok = (t2 - t1 - s->t_plain) / w;
-            average(&s->t_token, s->n_rounds, tok > 0 ? tok : 0);
+        cost_add(&s->t_draft, (t1 - t0) / w);
+        if (s->t_plain.n) {
+            const double tok = (t2 - t1 - cost_median(&s->t_plain)) / w;
+            cost_add(&s->t_token, tok > 0 ? tok : 0);
+            if (s->n_rounds < 1000) s->n_rounds++;
         }
-        if (s->n_rounds < 1000) s->n_rounds++;
     }
     s->since_probe += *n_out;
     s->n_acc = DECAY * s->n_acc + a;

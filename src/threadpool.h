@@ -16,6 +16,11 @@ void eli_pool_free(eli_pool *p);
 int eli_pool_size(const eli_pool *p);
 void eli_pool_run(eli_pool *p, eli_pool_fn fn, void *ctx);
 
+/* The pool for an op of `work` multiply-adds (or comparable steps): p, or NULL (run it on the caller)
+ * when the op is too small to be worth a hand-off. Results never depend on it (ops split by rows or
+ * items, each computed the same way by whichever thread). */
+eli_pool *eli_pool_for(eli_pool *p, int64_t work);
+
 /* [begin, end) of n items for thread ith of nth, in contiguous chunks. */
 void eli_split(int64_t n, int ith, int nth, int64_t *begin, int64_t *end);
 
