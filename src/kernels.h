@@ -28,10 +28,8 @@
 #include "quants.h"
 
 #define ELI_KERNEL_MAX_NR 8
-#define ELI_KERNEL_MAX_GEMM_NR 64 /* rows per gemm call (x86 Q4_0; the other gemms take 32 or fewer) */
-/* tokens per gemm call: 32 rather than 16 halves the share of the x86 Q4_0 gemm's weight transposition
- * (E2B Q4_0 prefill, one thread: 10% less CPU time; Q4_K_M unchanged within the noise) */
-#define ELI_KERNEL_MAX_NT 32
+#define ELI_KERNEL_MAX_GEMM_NR 32 /* rows per gemm call */
+#define ELI_KERNEL_MAX_NT 16 /* tokens per gemm call */
 
 /* s[i] = dot(row i of x, y) for i < nr; rows are bx bytes apart; y is in the weight's vec_dot_type. */
 typedef void (*eli_vec_dot_nr_fn)(int64_t n, int nr, const void *x, size_t bx, const void *y, float *s);

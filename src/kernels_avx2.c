@@ -4,9 +4,7 @@
  * Bit-exactness with quants.c (see kernels.h): the integer formats compute the same integer sums as the
  * scalar reference (integer addition is associative, so any SIMD order is fine) and then perform the
  * same float operations in the same order:
- *  - Q4_0: one FMA chain per row over the blocks' exact integer sums, 8 rows in the lanes of a vector
- *    (kernels_x86_q4.h);
- *  - Q4_1 / Q5_0 / Q5_1 / Q8_0: 8 float lanes per row, one FMA per block of the 8 int32 lane
+ *  - Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0: 8 float lanes per row, one FMA per block of the 8 int32 lane
  *    sums that maddubs + madd produce (lane l: elements 4l..4l+3), the lanes added in a fixed tree at
  *    the end (quants.c, lanes8_fma); Q4_1 / Q5_1 keep their min terms in one more FMA chain.
  *  - Q4_K / Q5_K / Q6_K: 8 int32 lanes per super-block, lane l taking elements 4l..4l+3 of every
@@ -45,6 +43,13 @@
  * ------------------------------------------------------------------------------------------------- */
 
 static inline eli_fp16 f2h(float f) { return (eli_fp16)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
+
+static inline int hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
 
 /* ---------------------------------------------------------------------------------------------------
  * activation quantizers (same bytes as quants.c for finite input)
@@ -281,43 +286,15 @@ static inline gy_t gy_plain_q8_1(const eli_block_q8_1 *y) {
 #define GP_U(x, y) _mm256_madd_epi16(_mm256_maddubs_epi16((x).a, (y).q), _mm256_set1_epi16(1))
 
 /* the prefill microkernel (kernels_x86.h) in tiles of G32_RM rows x G32_NT tokens */
+ELI_X86_GEMM32(q4_0, eli_block_q4_0, eli_block_q8_0, gx_t, gx_q4_0, gy_t, gy_off8, GP_OFF, G32_RM, G32_NT, 0)
 ELI_X86_GEMM32(q8_0, eli_block_q8_0, eli_block_q8_0, gx_t, gx_q8_0, gy_t, gy_plain_q8_0, GP_Q8_0, G32_RM, G32_NT, 0)
 ELI_X86_GEMM32(q5_0, eli_block_q5_0, eli_block_q8_0, gx_t, gx_q5_0, gy_t, gy_off16, GP_OFF, G32_RM, G32_NT, 0)
 ELI_X86_GEMM32(q4_1, eli_block_q4_1, eli_block_q8_1, gx_t, gx_q4_1, gy_t, gy_plain_q8_1, GP_U, G32_RM, G32_NT, 1)
 ELI_X86_GEMM32(q5_1, eli_block_q5_1, eli_block_q8_1, gx_t, gx_q5_1, gy_t, gy_plain_q8_1, GP_U, G32_RM, G32_NT, 1)
 
 
-/* Q4_0 (kernels_x86_q4.h): 8 rows per 256-bit vector, 1 x 4 prefill tiles (3% faster than 2 x 2). A dword group of 8 row blocks
- * is one VPMADDUBSW of the unsigned nibbles u (<= 15) with the broadcast activation dword y: int16 pair
- * sums u0 y0 + u1 y1, |.| <= 2 * 15 * 128 = 3840, no saturation; the 8 groups' pair sums are added in int16,
- * |.| <= 8 * 3840 = 30720 < 32768, exact (for any int8 activation, -128 included); one VPMADDWD with ones
- * then gives each row's sum of u * y in int32, and adding -8 * (sum of y) its isum */
-#define Q4_W 8
-typedef __m256i q4vi;
-typedef __m256 q4vf;
-#define Q4_TR 1
-#define Q4_TT 4
-static inline __m256i q4_in(const uint8_t *const xr[8], int j, size_t off) {
-    const size_t o = off + offsetof(eli_block_q4_0, qs);
-    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(xr[j] + o))),
-                                   _mm_loadu_si128((const __m128i *)(xr[4 + j] + o)), 1);
-}
-static inline __m256 q4_d(const uint8_t *x, __m256i ix, size_t off) {
-    const __m256i g = _mm256_and_si256(_mm256_i32gather_epi32((const int *)(x + off), ix, 1), _mm256_set1_epi32(0xFFFF));
-    return _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(g), _mm256_extracti128_si256(g, 1)));
-}
-static inline __m256i q4_lanes(const eli_block_q4_0 *x, const eli_block_q8_0 *y) {
-    return GP_OFF(gx_q4_0(x), gy_off8(y));
-}
-#define Q4_LOADI(p) loadu256(p)
-#define Q4V(op) _mm256_##op
-#define Q4_AND _mm256_and_si256
-#define Q4_ACC0(o) _mm256_setzero_si256()
-#define Q4_STEP(a, w, p) _mm256_add_epi16(a, _mm256_maddubs_epi16(w, _mm256_set1_epi32(q4_ld32(p))))
-#define Q4_END(a, o) _mm256_add_epi32(_mm256_madd_epi16(a, _mm256_set1_epi16(1)), _mm256_set1_epi32(o))
-#include "kernels_x86_q4.h"
-
 /* the decode kernels (kernels_x86.h) */
+ELI_X86_ROWS32(q4_0, eli_block_q4_0, eli_block_q8_0, gx_q4_0, gy_t, gy_off8, GP_OFF, 0)
 ELI_X86_ROWS32(q8_0, eli_block_q8_0, eli_block_q8_0, gx_q8_0, gy_t, gy_plain_q8_0, GP_Q8_0, 0)
 ELI_X86_ROWS32(q5_0, eli_block_q5_0, eli_block_q8_0, gx_q5_0, gy_t, gy_off16, GP_OFF, 0)
 ELI_X86_ROWS32(q4_1, eli_block_q4_1, eli_block_q8_1, gx_q4_1, gy_t, gy_plain_q8_1, GP_U, 1)
@@ -656,6 +633,7 @@ const eli_kernels eli_kernels_avx2_table = {
         },
     .vec_dot_nr =
         {
+            [ELI_TYPE_Q4_0] = vec_dot_q4_0_nr,
             [ELI_TYPE_Q4_1] = vec_dot_q4_1_nr,
             [ELI_TYPE_Q5_0] = vec_dot_q5_0_nr,
             [ELI_TYPE_Q5_1] = vec_dot_q5_1_nr,
@@ -677,6 +655,7 @@ const eli_kernels eli_kernels_avx2_table = {
         },
     .nr =
         {
+            [ELI_TYPE_Q4_0] = 4,
             [ELI_TYPE_Q4_1] = 4,
             [ELI_TYPE_Q5_0] = 4,
             [ELI_TYPE_Q5_1] = 4,
@@ -705,10 +684,10 @@ const eli_kernels eli_kernels_avx2_table = {
             [ELI_TYPE_F16] = FL_GEMM_NR,
             [ELI_TYPE_BF16] = FL_GEMM_NR,
             [ELI_TYPE_Q4_0] = ELI_KERNEL_MAX_GEMM_NR,
-            [ELI_TYPE_Q4_1] = X86_GEMM32_NR,
-            [ELI_TYPE_Q5_0] = X86_GEMM32_NR,
-            [ELI_TYPE_Q5_1] = X86_GEMM32_NR,
-            [ELI_TYPE_Q8_0] = X86_GEMM32_NR,
+            [ELI_TYPE_Q4_1] = ELI_KERNEL_MAX_GEMM_NR,
+            [ELI_TYPE_Q5_0] = ELI_KERNEL_MAX_GEMM_NR,
+            [ELI_TYPE_Q5_1] = ELI_KERNEL_MAX_GEMM_NR,
+            [ELI_TYPE_Q8_0] = ELI_KERNEL_MAX_GEMM_NR,
             [ELI_TYPE_Q4_K] = GEMM_RM,
             [ELI_TYPE_Q5_K] = GEMM_RM,
             [ELI_TYPE_Q6_K] = GEMM_RM,

@@ -11,9 +11,7 @@
  *
  * Bit-exact with quants.c (lanes8_fma): lane l of dpbusd sums elements 4l..4l+3 of a block, exactly the
  * reference's integer lane; the offset is folded in by starting the accumulation at -offset * (the lane's
- * activation sum); then one FMA per block with d = d_x * d_y and the lanes8_total tree at the end.
- * Q4_0 has its own order (one chain per row, quants.c) and kernels (kernels_x86_q4.h): there the vectors
- * are 512 bits wide, 16 rows in the lanes. */
+ * activation sum); then one FMA per block with d = d_x * d_y and the lanes8_total tree at the end. */
 #if defined(__FAST_MATH__)
 #error "kernels_avx512.c must not be built with -ffast-math"
 #endif
@@ -72,39 +70,10 @@ static inline yp512_t yprep_off(__m256i yq, int off) {
 #define YP_OFF128(yb) yprep_off(loadu256((yb)->qs), 128)
 #define PAIR_VNNI(w, p) _mm256_dpbusd_epi32((p).no, w, (p).q)
 
-/* Q4_0 (kernels_x86_q4.h): 16 rows per 512-bit vector, 2 x 4 prefill tiles (8 int32 and 8 float
- * accumulators; measured 2 x 2: 89, 1 x 8: 95-121, 2 x 4: 122 GMAC/s); a dword group of 16 row blocks is
- * one VPDPBUSD, the activation dword broadcast from memory once for the tile's two row vectors. The d of
- * 16 rows: one gather of the dword at each block's start (d and two qs bytes), truncated to 16 bits (the
- * gather of the qs dwords instead of the in-lane transposition measured 97 against 123 GMAC/s) */
-#define Q4_W 16
-typedef __m512i q4vi;
-typedef __m512 q4vf;
-#define Q4_TR 2
-#define Q4_TT 4
-static inline __m512i q4_in(const uint8_t *const xr[16], int j, size_t off) {
-    const size_t o = off + offsetof(eli_block_q4_0, qs);
-    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(xr[j] + o)));
-    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(xr[4 + j] + o)), 1);
-    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(xr[8 + j] + o)), 2);
-    return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(xr[12 + j] + o)), 3);
-}
-static inline __m512 q4_d(const uint8_t *x, __m512i ix, size_t off) {
-    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(ix, x + off, 1)));
-}
-static inline __m256i q4_lanes(const eli_block_q4_0 *x, const eli_block_q8_0 *y) {
-    return PAIR_VNNI(ux_q4_0(x), YP_OFF8(y));
-}
-#define Q4_LOADI(p) _mm512_loadu_si512(p)
-#define Q4V(op) _mm512_##op
-#define Q4_AND _mm512_and_si512
-#define Q4_ACC0(o) _mm512_set1_epi32(o)
-#define Q4_STEP(a, w, p) _mm512_dpbusd_epi32(a, w, _mm512_set1_epi32(q4_ld32(p)))
-#define Q4_END(a, o) (a)
-#include "kernels_x86_q4.h"
-
+ELI_X86_ROWS32(q4_0, eli_block_q4_0, eli_block_q8_0, ux_q4_0, yp512_t, YP_OFF8, PAIR_VNNI, 0)
 ELI_X86_ROWS32(q5_0, eli_block_q5_0, eli_block_q8_0, ux_q5_0, yp512_t, YP_OFF16, PAIR_VNNI, 0)
 ELI_X86_ROWS32(q8_0, eli_block_q8_0, eli_block_q8_0, ux_q8_0, yp512_t, YP_OFF128, PAIR_VNNI, 0)
+ELI_X86_GEMM32(q4_0, eli_block_q4_0, eli_block_q8_0, __m256i, ux_q4_0, yp512_t, YP_OFF8, PAIR_VNNI, 8, 2, 0)
 ELI_X86_GEMM32(q5_0, eli_block_q5_0, eli_block_q8_0, __m256i, ux_q5_0, yp512_t, YP_OFF16, PAIR_VNNI, 8, 2, 0)
 ELI_X86_GEMM32(q8_0, eli_block_q8_0, eli_block_q8_0, __m256i, ux_q8_0, yp512_t, YP_OFF128, PAIR_VNNI, 8, 2, 0)
 
@@ -203,17 +172,17 @@ const eli_kernels eli_kernels_avx512_table = {
     .name = "avx512",
     .vec_dot = {[ELI_TYPE_F32] = vec_dot_f32, [ELI_TYPE_F16] = vec_dot_f16, [ELI_TYPE_BF16] = vec_dot_bf16, [ELI_TYPE_Q4_0] = vec_dot_q4_0, [ELI_TYPE_Q5_0] = vec_dot_q5_0, [ELI_TYPE_Q8_0] = vec_dot_q8_0,
                 [ELI_TYPE_Q4_K] = vec_dot_q4_K, [ELI_TYPE_Q5_K] = vec_dot_q5_K, [ELI_TYPE_Q6_K] = vec_dot_q6_K},
-    .vec_dot_nr = {[ELI_TYPE_Q5_0] = vec_dot_q5_0_nr, [ELI_TYPE_Q8_0] = vec_dot_q8_0_nr,
+    .vec_dot_nr = {[ELI_TYPE_Q4_0] = vec_dot_q4_0_nr, [ELI_TYPE_Q5_0] = vec_dot_q5_0_nr, [ELI_TYPE_Q8_0] = vec_dot_q8_0_nr,
                    [ELI_TYPE_Q4_K] = vec_dot_q4_K_nr, [ELI_TYPE_Q5_K] = vec_dot_q5_K_nr, [ELI_TYPE_Q6_K] = vec_dot_q6_K_nr},
-    .nr = {[ELI_TYPE_Q5_0] = 4, [ELI_TYPE_Q8_0] = 4, [ELI_TYPE_Q4_K] = 4, [ELI_TYPE_Q5_K] = 4,
+    .nr = {[ELI_TYPE_Q4_0] = 4, [ELI_TYPE_Q5_0] = 4, [ELI_TYPE_Q8_0] = 4, [ELI_TYPE_Q4_K] = 4, [ELI_TYPE_Q5_K] = 4,
            [ELI_TYPE_Q6_K] = 4},
     .gemv = {[ELI_TYPE_F32] = gemv_f32, [ELI_TYPE_F16] = gemv_f16, [ELI_TYPE_BF16] = gemv_bf16, [ELI_TYPE_Q4_0] = gemv_q4_0, [ELI_TYPE_Q5_0] = gemv_q5_0, [ELI_TYPE_Q8_0] = gemv_q8_0},
     .gemm = {[ELI_TYPE_F32] = gemm_f32, [ELI_TYPE_F16] = gemm_f16, [ELI_TYPE_BF16] = gemm_bf16, [ELI_TYPE_Q4_0] = gemm_q4_0, [ELI_TYPE_Q5_0] = gemm_q5_0, [ELI_TYPE_Q8_0] = gemm_q8_0,
              [ELI_TYPE_Q4_K] = gemm_q4_K, [ELI_TYPE_Q5_K] = gemm_q5_K, [ELI_TYPE_Q6_K] = gemm_q6_K},
     /* the K-quants unpack KRM rows per super-block */
     .gemm_nr = {[ELI_TYPE_F32] = FL_GEMM_NR, [ELI_TYPE_F16] = FL_GEMM_NR, [ELI_TYPE_BF16] = FL_GEMM_NR,
-                [ELI_TYPE_Q4_0] = ELI_KERNEL_MAX_GEMM_NR, [ELI_TYPE_Q5_0] = X86_GEMM32_NR, [ELI_TYPE_Q8_0] = X86_GEMM32_NR,
-                [ELI_TYPE_Q4_K] = KRM, [ELI_TYPE_Q5_K] = KRM,
+                [ELI_TYPE_Q4_0] = ELI_KERNEL_MAX_GEMM_NR, [ELI_TYPE_Q5_0] = ELI_KERNEL_MAX_GEMM_NR,
+                [ELI_TYPE_Q8_0] = ELI_KERNEL_MAX_GEMM_NR, [ELI_TYPE_Q4_K] = KRM, [ELI_TYPE_Q5_K] = KRM,
                 [ELI_TYPE_Q6_K] = KRM},
 };
 

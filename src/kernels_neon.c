@@ -8,9 +8,7 @@
  * Bit-exactness with quants.c (kernels.h), as in kernels_avx2.c: the integer formats compute the same
  * integer sums as the scalar reference (in any order: integer addition is associative) and then perform
  * the same float operations in the same order:
- *  - Q4_0: per block pair the exact integer sum, then one FMA chain per row (quants.c), 4 rows in the
- *    lanes of a float32x4 (DEF_Q4_0);
- *  - Q4_1 / Q5_0 / Q5_1 / Q8_0: 8 float lanes per row (quants.c, lanes8_fma), lane l taking the
+ *  - Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0: 8 float lanes per row (quants.c, lanes8_fma), lane l taking the
  *    int32 sum of elements 4l..4l+3 of every block, one FMA per block with d = d_x * d_y, the lanes added
  *    in a fixed tree at the end; Q4_1 / Q5_1 keep their min terms in one more FMA chain. SDOT on the two
  *    16-byte halves of a block yields lanes 0-3 and 4-7 directly; plain NEON gets the same sums from
@@ -268,6 +266,10 @@ static inline void unpack_q4_0(const uint8_t *p, int8x16_t *x0, int8x16_t *x1) {
     *x0 = s8(vsubq_u8(vandq_u8(v, vdupq_n_u8(0x0F)), vdupq_n_u8(8)));
     *x1 = s8(vsubq_u8(vshrq_n_u8(v, 4), vdupq_n_u8(8)));
 }
+/* Q4_0 as the unsigned nibbles u = q + 8, for the kernels that subtract 8 * y on the activation side */
+static inline void unpack_q4_0u(const uint8_t *p, int8x16_t *x0, int8x16_t *x1) {
+    nibbles(p + offsetof(eli_block_q4_0, qs), x0, x1);
+}
 static inline void unpack_q8_0(const uint8_t *p, int8x16_t *x0, int8x16_t *x1) {
     *x0 = vld1q_s8((const int8_t *)(p + offsetof(eli_block_q8_0, qs)));
     *x1 = vld1q_s8((const int8_t *)(p + offsetof(eli_block_q8_0, qs) + 16));
@@ -297,8 +299,8 @@ static inline void unpack_q5_1(const uint8_t *p, int8x16_t *x0, int8x16_t *x1) {
  * (k < 4). SDOT adds exactly those 4 bytes into lane l. Plain NEON: vmull_s8 gives the 16 products as
  * int16 and two pairwise adds bring 4 consecutive ones into one int32 lane; l4_narrow adds the pairs in
  * int16, exact for the 4- and 5-bit formats (|x| <= 31, so a pair is below 2 * 31 * 128), while Q8_0
- * pairs can reach 2 * 128 * 128 and are widened first (l4_wide). The row kernels pass init = 0 (the plain
- * ones ignore it). */
+ * pairs can reach 2 * 128 * 128 and are widened first (l4_wide). The plain kernels pass no offset (init
+ * is zero and ignored). */
 static inline int32x4_t l4_narrow(int8x16_t x, int8x16_t y) {
     return vpaddlq_s16(vpaddq_s16(vmull_s8(vget_low_s8(x), vget_low_s8(y)), vmull_high_s8(x, y)));
 }
@@ -308,6 +310,12 @@ static inline int32x4_t l4_wide(int8x16_t x, int8x16_t y) {
 #define L4_NARROW(init, x, y) l4_narrow(x, y)
 #define L4_WIDE(init, x, y) l4_wide(x, y)
 #define L4_SDOT(init, x, y) sdot(init, x, y)
+
+/* The init of the activation half q (once per activation block, for all rows). In the dotprod row
+ * kernels Q4_0 goes in as unsigned nibbles u and sdot(-8 * sum4(y), u, y) = sum4((u - 8) * y): the
+ * per-row subtraction of 8 moves to the activation side. */
+#define YOFF_NONE(q) vdupq_n_s32(0)
+#define YOFF_8(q) sdot(vdupq_n_s32(0), vdupq_n_s8(-8), q)
 
 /* lane k of v set to the 2 bytes at p; the lane of vset_lane is an immediate, the switch folds away
  * once the caller's loop over k is unrolled */
@@ -346,11 +354,11 @@ static inline float lanes8_total(float32x4_t lo, float32x4_t hi) {
     return vget_lane_f32(u, 0) + vget_lane_f32(u, 1);
 }
 
-/* NAME_nr / NAME: UNPACK the weight block, L4 the lane sums; HAS_MIN:
+/* NAME_nr / NAME: UNPACK the weight block, L4 the lane sums, YOFF the activation-side init; HAS_MIN:
  * Q4_1 / Q5_1, whose blocks carry m after d (and the Q8_1 activation s after d). rows_NAME does up to 4
  * rows with the activation block loaded (and offset) once for all of them, their 4 scales gathered into
  * one vector (lane r: row r), and the min terms of the 4 rows in the lanes of one more vector. */
-#define DEF_Q32(NAME, ATTR, XB, YB, UNPACK, L4, HAS_MIN)                                                  \
+#define DEF_Q32(NAME, ATTR, XB, YB, UNPACK, L4, YOFF, HAS_MIN)                                                  \
     static inline __attribute__((always_inline)) ATTR void rows_##NAME(int64_t n, const int nr, const void *vx,   \
                                                                        size_t bx, const void *vy, float *s) {    \
         const int64_t nb = n / 32;                                                                               \
@@ -365,15 +373,15 @@ static inline float lanes8_total(float32x4_t lo, float32x4_t hi) {
             const uint8_t *yb = (const uint8_t *)vy + (size_t)ib * sizeof(YB);                                   \
             const int8x16_t y0 = vld1q_s8((const int8_t *)(yb + offsetof(YB, qs)));                              \
             const int8x16_t y1 = vld1q_s8((const int8_t *)(yb + offsetof(YB, qs) + 16));                         \
-            const int32x4_t z = vdupq_n_s32(0);                                                                  \
-            (void)z;                                                                                             \
+            const int32x4_t o0 = YOFF(y0), o1 = YOFF(y1);                                                        \
+            (void)o0, (void)o1;                                                                                  \
             const size_t ox = (size_t)ib * sizeof(XB);                                                           \
             const float32x4_t d = vmulq_n_f32(h4_gather(xr, ox, nr), h2f(yb));                                   \
             for (int r = 0; r < nr; r++) {                                                                       \
                 int8x16_t x0, x1;                                                                                \
                 UNPACK(xr[r] + ox, &x0, &x1);                                                                    \
-                lo[r] = fma_lane(lo[r], vcvtq_f32_s32(L4(z, x0, y0)), d, r);                                     \
-                hi[r] = fma_lane(hi[r], vcvtq_f32_s32(L4(z, x1, y1)), d, r);                                     \
+                lo[r] = fma_lane(lo[r], vcvtq_f32_s32(L4(o0, x0, y0)), d, r);                                    \
+                hi[r] = fma_lane(hi[r], vcvtq_f32_s32(L4(o1, x1, y1)), d, r);                                    \
             }                                                                                                    \
             if (HAS_MIN) summ = vfmaq_n_f32(summ, h4_gather(xr, ox + 2, nr), h2f(yb + 2));                       \
         }                                                                                                        \
@@ -461,105 +469,27 @@ _Static_assert(G32_NT == 4, "DEF_GEMM32 keeps one token per float lane");
     }
 
 #define NOATTR
-DEF_Q32(q8_0, NOATTR, eli_block_q8_0, eli_block_q8_0, unpack_q8_0, L4_WIDE, 0)
-DEF_Q32(q5_0, NOATTR, eli_block_q5_0, eli_block_q8_0, unpack_q5_0, L4_NARROW, 0)
-DEF_Q32(q4_1, NOATTR, eli_block_q4_1, eli_block_q8_1, unpack_q4_1, L4_NARROW, 1)
-DEF_Q32(q5_1, NOATTR, eli_block_q5_1, eli_block_q8_1, unpack_q5_1, L4_NARROW, 1)
-DEF_Q32(q8_0_dp, DOTPROD, eli_block_q8_0, eli_block_q8_0, unpack_q8_0, L4_SDOT, 0)
-DEF_Q32(q5_0_dp, DOTPROD, eli_block_q5_0, eli_block_q8_0, unpack_q5_0, L4_SDOT, 0)
-DEF_Q32(q4_1_dp, DOTPROD, eli_block_q4_1, eli_block_q8_1, unpack_q4_1, L4_SDOT, 1)
-DEF_Q32(q5_1_dp, DOTPROD, eli_block_q5_1, eli_block_q8_1, unpack_q5_1, L4_SDOT, 1)
+DEF_Q32(q4_0, NOATTR, eli_block_q4_0, eli_block_q8_0, unpack_q4_0, L4_NARROW, YOFF_NONE, 0)
+DEF_Q32(q8_0, NOATTR, eli_block_q8_0, eli_block_q8_0, unpack_q8_0, L4_WIDE, YOFF_NONE, 0)
+DEF_Q32(q5_0, NOATTR, eli_block_q5_0, eli_block_q8_0, unpack_q5_0, L4_NARROW, YOFF_NONE, 0)
+DEF_Q32(q4_1, NOATTR, eli_block_q4_1, eli_block_q8_1, unpack_q4_1, L4_NARROW, YOFF_NONE, 1)
+DEF_Q32(q5_1, NOATTR, eli_block_q5_1, eli_block_q8_1, unpack_q5_1, L4_NARROW, YOFF_NONE, 1)
+DEF_Q32(q4_0_dp, DOTPROD, eli_block_q4_0, eli_block_q8_0, unpack_q4_0u, L4_SDOT, YOFF_8, 0)
+DEF_Q32(q8_0_dp, DOTPROD, eli_block_q8_0, eli_block_q8_0, unpack_q8_0, L4_SDOT, YOFF_NONE, 0)
+DEF_Q32(q5_0_dp, DOTPROD, eli_block_q5_0, eli_block_q8_0, unpack_q5_0, L4_SDOT, YOFF_NONE, 0)
+DEF_Q32(q4_1_dp, DOTPROD, eli_block_q4_1, eli_block_q8_1, unpack_q4_1, L4_SDOT, YOFF_NONE, 1)
+DEF_Q32(q5_1_dp, DOTPROD, eli_block_q5_1, eli_block_q8_1, unpack_q5_1, L4_SDOT, YOFF_NONE, 1)
 
+DEF_GEMM32(q4_0, NOATTR, eli_block_q4_0, eli_block_q8_0, unpack_q4_0, L4_NARROW, 0)
 DEF_GEMM32(q8_0, NOATTR, eli_block_q8_0, eli_block_q8_0, unpack_q8_0, L4_WIDE, 0)
 DEF_GEMM32(q5_0, NOATTR, eli_block_q5_0, eli_block_q8_0, unpack_q5_0, L4_NARROW, 0)
 DEF_GEMM32(q4_1, NOATTR, eli_block_q4_1, eli_block_q8_1, unpack_q4_1, L4_NARROW, 1)
 DEF_GEMM32(q5_1, NOATTR, eli_block_q5_1, eli_block_q8_1, unpack_q5_1, L4_NARROW, 1)
+DEF_GEMM32(q4_0_dp, DOTPROD, eli_block_q4_0, eli_block_q8_0, unpack_q4_0, L4_SDOT, 0)
 DEF_GEMM32(q8_0_dp, DOTPROD, eli_block_q8_0, eli_block_q8_0, unpack_q8_0, L4_SDOT, 0)
 DEF_GEMM32(q5_0_dp, DOTPROD, eli_block_q5_0, eli_block_q8_0, unpack_q5_0, L4_SDOT, 0)
 DEF_GEMM32(q4_1_dp, DOTPROD, eli_block_q4_1, eli_block_q8_1, unpack_q4_1, L4_SDOT, 1)
 DEF_GEMM32(q5_1_dp, DOTPROD, eli_block_q5_1, eli_block_q8_1, unpack_q5_1, L4_SDOT, 1)
-
-/* Q4_0 (quants.c: per block pair the exact integer sum of (q - 8) * y, then one serial FMA chain per row
- * over the blocks): R (<= 4) rows x TT tokens, lane r of token t's vector = row r's chain, so a block's
- * float work for 4 rows is one convert, one multiply (d_x * d_y, the reference's rounded product) and one
- * vfmaq. L4Q gives a row's block pair sum as 4 int32 partial sums (plain NEON: vmull / vmlal in int16,
- * each lane 4 products, |.| <= 4 * 8 * 128; dotprod: two SDOTs), one pairwise-add tree makes the 4 rows'
- * exact sums. Rows past R are zero lanes. */
-static inline int32x4_t q4_l4(int8x16_t x0, int8x16_t x1, int8x16_t y0, int8x16_t y1) {
-    int16x8_t m = vmull_s8(vget_low_s8(x0), vget_low_s8(y0));
-    m = vmlal_high_s8(m, x0, y0);
-    m = vmlal_s8(m, vget_low_s8(x1), vget_low_s8(y1));
-    return vpaddlq_s16(vmlal_high_s8(m, x1, y1));
-}
-static inline DOTPROD int32x4_t q4_l4_sdot(int8x16_t x0, int8x16_t x1, int8x16_t y0, int8x16_t y1) {
-    return sdot(sdot(vdupq_n_s32(0), x0, y0), x1, y1);
-}
-
-#define DEF_Q4_0(NAME, ATTR, L4Q)                                                                               \
-    static inline __attribute__((always_inline)) ATTR void tile_##NAME(const int R, const int TT, int64_t n,     \
-                                                                       const uint8_t *const xr[4],              \
-                                                                       const uint8_t *const yt[], float32x4_t acc[]) { \
-        const int64_t nb = n / 32;                                                                               \
-        for (int t = 0; t < TT; t++) acc[t] = vdupq_n_f32(0.0f);                                                 \
-        for (int64_t ib = 0; ib < nb; ib++) {                                                                    \
-            const size_t ox = (size_t)ib * sizeof(eli_block_q4_0), oy = (size_t)ib * sizeof(eli_block_q8_0);    \
-            int8x16_t x0[4], x1[4];                                                                              \
-            for (int r = 0; r < R; r++) unpack_q4_0(xr[r] + ox, &x0[r], &x1[r]);                                 \
-            const float32x4_t dx = h4_gather(xr, ox, R);                                                         \
-            for (int t = 0; t < TT; t++) {                                                                       \
-                const int8_t *q = (const int8_t *)(yt[t] + oy + offsetof(eli_block_q8_0, qs));                   \
-                const int8x16_t y0 = vld1q_s8(q), y1 = vld1q_s8(q + 16);                                         \
-                int32x4_t p[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};               \
-                for (int r = 0; r < R; r++) p[r] = L4Q(x0[r], x1[r], y0, y1);                                    \
-                const int32x4_t is = vpaddq_s32(vpaddq_s32(p[0], p[1]), vpaddq_s32(p[2], p[3]));                 \
-                acc[t] = vfmaq_f32(acc[t], vcvtq_f32_s32(is), vmulq_n_f32(dx, h2f(yt[t] + oy)));                 \
-            }                                                                                                    \
-        }                                                                                                        \
-    }                                                                                                            \
-    static ATTR void vec_dot_##NAME##_nr(int64_t n, int nr, const void *vx, size_t bx, const void *vy, float *s) { \
-        const uint8_t *yt[1] = {vy};                                                                             \
-        for (int r0 = 0; r0 < nr; r0 += 4) {                                                                     \
-            const uint8_t *xr[4];                                                                                \
-            for (int r = 0; r < 4; r++) xr[r] = (const uint8_t *)vx + (size_t)(r0 + r) * bx;                     \
-            float32x4_t acc[1];                                                                                  \
-            switch (nr - r0) {                                                                                   \
-            case 1: tile_##NAME(1, 1, n, xr, yt, acc); break;                                                    \
-            case 2: tile_##NAME(2, 1, n, xr, yt, acc); break;                                                    \
-            case 3: tile_##NAME(3, 1, n, xr, yt, acc); break;                                                    \
-            default: tile_##NAME(4, 1, n, xr, yt, acc); break;                                                   \
-            }                                                                                                    \
-            float o[4];                                                                                          \
-            vst1q_f32(o, acc[0]);                                                                                \
-            for (int r = 0; r < 4 && r0 + r < nr; r++) s[r0 + r] = o[r];                                         \
-        }                                                                                                        \
-    }                                                                                                            \
-    static ATTR float vec_dot_##NAME(int64_t n, const void *vx, const void *vy) {                                \
-        const uint8_t *xr[4] = {vx}, *yt[1] = {vy};                                                              \
-        float32x4_t acc[1];                                                                                      \
-        tile_##NAME(1, 1, n, xr, yt, acc);                                                                       \
-        return vgetq_lane_f32(acc[0], 0);                                                                        \
-    }                                                                                                            \
-    /* prefill: tiles of 4 rows x G32_NT tokens; a partial tile repeats its last row / token */                  \
-    static ATTR void gemm_##NAME(int64_t n, int nr, int nt, const void *vx, size_t bx, const void *vy, size_t by, \
-                                 float *s, size_t bs) {                                                          \
-        for (int r0 = 0; r0 < nr; r0 += 4)                                                                       \
-            for (int t0 = 0; t0 < nt; t0 += G32_NT) {                                                            \
-                const uint8_t *xr[4], *yt[G32_NT];                                                               \
-                for (int r = 0; r < 4; r++) xr[r] = (const uint8_t *)vx + (size_t)(r0 + r < nr ? r0 + r : nr - 1) * bx; \
-                for (int t = 0; t < G32_NT; t++)                                                                 \
-                    yt[t] = (const uint8_t *)vy + (size_t)(t0 + t < nt ? t0 + t : nt - 1) * by;                  \
-                float32x4_t acc[G32_NT];                                                                         \
-                tile_##NAME(4, G32_NT, n, xr, yt, acc);                                                          \
-                for (int t = 0; t < G32_NT && t0 + t < nt; t++) {                                                \
-                    float o[4];                                                                                  \
-                    vst1q_f32(o, acc[t]);                                                                        \
-                    for (int r = 0; r < 4 && r0 + r < nr; r++) s[(size_t)(t0 + t) * bs + r0 + r] = o[r];         \
-                }                                                                                                \
-            }                                                                                                    \
-    }
-
-DEF_Q4_0(q4_0, NOATTR, q4_l4)
-DEF_Q4_0(q4_0_dp, DOTPROD, q4_l4_sdot)
 
 /* ---------------------------------------------------------------------------------------------------
  * K-quants: 8 int32 lanes per super-block, lane l = elements 4l..4l+3 of every 32-element chunk

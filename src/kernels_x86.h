@@ -24,14 +24,6 @@ static inline float hsum_ps(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-/* the sum of the 8 int32 lanes (exact in any order) */
-static inline int hsum_epi32(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    return _mm_cvtsi128_si32(s);
-}
-
 /* the fp16 at p, converted, in all 8 lanes */
 static inline __m256 h2f_bcast(const void *p) {
     uint16_t h;
@@ -64,7 +56,7 @@ static inline __m256i bits32(const uint8_t *p) {
  *   WX_T w = UX(xb)        a weight block prepared once per tile (GNT tokens),
  *   YP_T p = YPREP(yb)     an activation block prepared once per tile (GRM rows),
  *   PAIR(w, p)             the pair's 8 int32 lane sums (lane l: elements 4l..4l+3).
- * Up to X86_GEMM32_NR rows x ELI_KERNEL_MAX_NT tokens per call, in tiles of GRM x GNT pairs, each
+ * Up to ELI_KERNEL_MAX_GEMM_NR rows x ELI_KERNEL_MAX_NT tokens per call, in tiles of GRM x GNT pairs, each
  * with one 8-lane accumulator doing exactly the one-row kernel's operations. The blocks go in chunks of
  * X86_GCHUNK: per chunk the tokens' fp16 scales are converted once for all the call's rows, and per group
  * of GRM rows the scale products d_x * d_y of every (row, token) pair once into dd, so a pair's float work
@@ -380,20 +372,17 @@ static inline void scale_rows(float *dst, const float *x, float d, int n) {
 }
 
 #define X86_GCHUNK 32
-/* rows per call of these gemms (their gemm_nr) */
-#define X86_GEMM32_NR 32
-_Static_assert(X86_GEMM32_NR <= ELI_KERNEL_MAX_GEMM_NR, "gemm_nr must fit the contract");
 
 #define ELI_X86_GEMM32(NAME, XB, YB, WX_T, UX, YP_T, YPREP, PAIR, GRM, GNT, HAS_MIN)                             \
-    _Static_assert(X86_GEMM32_NR % (GRM) == 0 && ELI_KERNEL_MAX_NT % (GNT) == 0, "tiles must divide"); \
+    _Static_assert(ELI_KERNEL_MAX_GEMM_NR % (GRM) == 0 && ELI_KERNEL_MAX_NT % (GNT) == 0, "tiles must divide"); \
     static void gemm_##NAME(int64_t n, int nr, int nt, const void *vx, size_t bx, const void *vy, size_t by,    \
                             float *s, size_t bs) {                                                               \
         const int64_t nb = n / 32;                                                                               \
         const int ngr = (nr + (GRM)-1) / (GRM), ntp = (nt + (GNT)-1) / (GNT) * (GNT);                            \
         const YB *yt[ELI_KERNEL_MAX_NT];                                                                         \
         for (int t = 0; t < ntp; t++) yt[t] = (const YB *)((const uint8_t *)vy + (size_t)(t < nt ? t : nt - 1) * by); \
-        __m256 acc[X86_GEMM32_NR / (GRM)][ELI_KERNEL_MAX_NT][GRM];                                      \
-        float summ[X86_GEMM32_NR / (GRM)][ELI_KERNEL_MAX_NT][GRM];                                      \
+        __m256 acc[ELI_KERNEL_MAX_GEMM_NR / (GRM)][ELI_KERNEL_MAX_NT][GRM];                                      \
+        float summ[ELI_KERNEL_MAX_GEMM_NR / (GRM)][ELI_KERNEL_MAX_NT][GRM];                                      \
         for (int g = 0; g < ngr; g++)                                                                            \
             for (int t = 0; t < ntp; t++)                                                                        \
                 for (int r = 0; r < (GRM); r++) acc[g][t][r] = _mm256_setzero_ps(), summ[g][t][r] = 0.0f;        \

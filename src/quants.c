@@ -5,9 +5,9 @@
  *    llama-quantize takes when no importance matrix is given), so that re-quantizing an F32 tensor yields
  *    the same file bytes;
  *  - the dequantizers perform the same float operations, in the same order, as ggml's scalar ("generic")
- *    code; the dot products accumulate in orders of our own definition, SIMD-natural ones (Q4_0: one
- *    chain per row; the other 32-element formats: see lanes8_fma; K-quants: see klanes_chunk). Either way
- *    the order is fixed here, so the SIMD kernels elsewhere can be tested against it bit for bit.
+ *    code; the dot products accumulate in 8 lanes of our own definition, the SIMD-natural one (32-element
+ *    formats: see lanes8_fma; K-quants: see klanes_chunk). Either way the order is fixed here, so the SIMD
+ *    kernels elsewhere can be tested against it bit for bit.
  *
  * Bit-exactness depends on evaluation order of float expressions, which is why many expressions below are
  * written in a specific (sometimes odd-looking) form, e.g. `(w * x) * l` rather than `w * (x * l)`. Do not
@@ -428,24 +428,17 @@ static float vec_dot_bf16(int64_t n, const void *vx, const void *vy) {
 /* ------------------------------------------------------------------------------------------------------
  * Dot products of the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 against Q8_0 / Q8_1).
  *
- * Our own accumulation orders, fixed here so that every kernel table reproduces them bit for bit.
- *
- * Q4_0 (see vec_dot_q4_0_q8_0): per block the exact integer sum isum = sum of (q_j - 8) * y_j (|isum| <=
- * 32 * 8 * 127 = 32512 with the Q8_0 quantizer's activations in [-127, 127], exact in float), then ONE serial chain over the blocks in order,
- * acc = fmaf(d_x * d_y, (float)isum, acc) from 0 (d_x * d_y rounded to float first). That is ggml's scalar
- * order with the multiply-add fused. A SIMD kernel cannot keep one row's chain in a vector, but it can keep
- * 16 (AVX-512) or 8 (AVX2) rows' chains in the lanes of one ("lane = row", kernels_x86_q4.h): the block's
- * integer sums of 16 rows are then 8 VPDPBUSDs against the activation's broadcast dwords, and the float
- * work per block is one convert, one multiply and one FMA per 16 rows instead of per row.
- *
- * Q4_1, Q5_0, Q5_1, Q8_0 (lanes8_fma): 8 float lanes: lane l takes the integer sum of elements 4l..4l+3 of
- * every block, multiplied by the block pair's scale product d_x * d_y and added with one fused multiply-add
- * per block; the lanes are added in the fixed tree ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)) at the
- * end. Q4_1 / Q5_1 add their min terms m_x * s_y into a separate sum, one FMA per block in block order,
- * added last. That is what the hardware computes naturally for one row -- a 32-byte block pair reduces to
- * 8 int32 lanes of 4 consecutive elements (AVX2 vpmaddubsw + vpmaddwd, AVX-512 VNNI vpdpbusd, NEON sdot
- * over the two 16-byte halves) and one FMA adds them into an 8-lane accumulator (llama.cpp's x86 kernels
- * accumulate the same way; the golden tests bound the difference).
+ * Our own accumulation order, not ggml's generic one: ggml's scalar code adds one float term per block to a
+ * single running sum, a serial chain that no SIMD kernel can reproduce without a scalar add per block (it
+ * bounded our decode speed). Here there are 8 float lanes: lane l takes the integer sum of elements
+ * 4l..4l+3 of every block, multiplied by the block pair's scale product d_x * d_y and added with one fused
+ * multiply-add per block; the lanes are added in the fixed tree ((l0 + l4) + (l2 + l6)) + ((l1 + l5) +
+ * (l3 + l7)) at the end. Q4_1 / Q5_1 add their min terms m_x * s_y into a separate sum, one FMA per block
+ * in block order, added last. That is what the hardware computes naturally -- a 32-byte block pair reduces
+ * to 8 int32 lanes of 4 consecutive elements (AVX2 vpmaddubsw + vpmaddwd, AVX-512 VNNI vpdpbusd, NEON sdot
+ * over the two 16-byte halves) and one FMA adds them into an 8-lane accumulator -- so every kernel table
+ * reproduces this bit for bit (and llama.cpp's x86 kernels accumulate the same way; the golden tests bound
+ * the difference).
  * ---------------------------------------------------------------------------------------------------- */
 
 /* acc[l] += d * (sum of a[4l + k] * y[4l + k], k < 4), fused */
@@ -461,11 +454,11 @@ static inline float lanes8_total(const float acc[8]) {
     return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
-/* the 32 quants of a 4-bit block in element order (low nibbles first) */
-static inline void unpack_nibbles(const uint8_t qs[16], int8_t a[32]) {
+/* the 32 quants of a 4-bit block in element order (low nibbles first), minus off */
+static inline void unpack_nibbles(const uint8_t qs[16], int off, int8_t a[32]) {
     for (int j = 0; j < 16; ++j) {
-        a[j] = (int8_t)(qs[j] & 0x0F);
-        a[j + 16] = (int8_t)(qs[j] >> 4);
+        a[j] = (int8_t)((qs[j] & 0x0F) - off);
+        a[j + 16] = (int8_t)((qs[j] >> 4) - off);
     }
 }
 
@@ -533,26 +526,21 @@ static void dequantize_row_q4_0(const void *src, float *y, int64_t k) {
     }
 }
 
-/* (q - 8) * y summed over one block pair: the exact integer the Q4_0 chain multiplies */
-static inline int isum_q4_0(const uint8_t qs[16], const int8_t y[32]) {
-    int s = 0;
-    for (int j = 0; j < 16; ++j) s += ((qs[j] & 0x0F) - 8) * y[j] + ((qs[j] >> 4) - 8) * y[j + 16];
-    return s;
-}
-
 static float vec_dot_q4_0_q8_0(int64_t n, const void *vx, const void *vy) {
     assert(n % ELI_QK8_0 == 0);
     const int64_t nb = n / ELI_QK8_0;
     const uint8_t *px = vx, *py = vy;
-    float acc = 0.0f;
+    float acc[8] = {0};
     for (int64_t ib = 0; ib < nb; ++ib) {
         eli_block_q4_0 x;
         eli_block_q8_0 y;
         memcpy(&x, px + ib * sizeof x, sizeof x);
         memcpy(&y, py + ib * sizeof y, sizeof y);
-        acc = fmaf(fp16_load(&x.d) * fp16_load(&y.d), (float)isum_q4_0(x.qs, y.qs), acc);
+        int8_t a[32];
+        unpack_nibbles(x.qs, 8, a);
+        lanes8_fma(acc, a, y.qs, fp16_load(&x.d) * fp16_load(&y.d));
     }
-    return acc;
+    return lanes8_total(acc);
 }
 
 /* ------------------------------------------------------------------------------------------------------
@@ -616,7 +604,7 @@ static float vec_dot_q4_1_q8_1(int64_t n, const void *vx, const void *vy) {
         memcpy(&x, px + ib * sizeof x, sizeof x);
         memcpy(&y, py + ib * sizeof y, sizeof y);
         int8_t a[32];
-        unpack_nibbles(x.qs, a);
+        unpack_nibbles(x.qs, 0, a);
         lanes8_fma(acc, a, y.qs, fp16_load(&x.d) * fp16_load(&y.d));
         /* the min term uses y.s = d_y * sum(y.qs), precomputed by the Q8_1 quantizer */
         summ = fmaf(fp16_load(&x.m), fp16_load(&y.s), summ);
