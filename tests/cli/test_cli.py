@@ -29,6 +29,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 EXE = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(ROOT, "build", "eliza-infer")
 SHARED = os.path.abspath(sys.argv[2]) if len(sys.argv) > 2 else os.path.join(os.path.dirname(ROOT), "shared")
+with open(EXE, "rb") as _f:
+    UNDER_ASAN = b"__asan_init" in _f.read()  # the sanitizer build (make asan)
 MODEL = os.path.join(SHARED, "golden", "models", "e2b-mini-f32.gguf")
 VOCAB = os.path.join(SHARED, "golden", "tokenizer", "gemma4-vocab.gguf")
 # Where `cli_default_model` looks in the build tree: <exe dir>/../models/eliza-1-nano/text/eliza-1-nano.gguf.
@@ -516,7 +518,8 @@ class BenchChat(unittest.TestCase):
         self.assertTrue(doc["reserved"])
         self.assertEqual(len({t["kv_kb"] for t in turns}), 1, "reserved: the whole cache counts from turn 1")
         self.assertGreater(turns[-1]["prompt_tokens"], 800)
-        self.assertLessEqual(s["rss_drift_pct"], 2.0, s)
+        if not UNDER_ASAN:  # ASan's quarantine keeps freed memory resident: RSS grows with every allocation
+            self.assertLessEqual(s["rss_drift_pct"], 2.0, s)
         rc, out, err = cli(args + ["--lazy"])
         self.assertEqual(rc, 0, err)
         lazy = json.loads(out)
