@@ -467,15 +467,21 @@ uint32_t gguf_alignment(const gguf_file *f) { return f->alignment; }
 uint64_t gguf_data_offset(const gguf_file *f) { return f->data_offset; }
 const void *gguf_mapping(const gguf_file *f) { return f->base; }
 
-int gguf_read_at(const gguf_file *f, const void *at, size_t n, void *dst) {
+/* the file offset of the n bytes the mapping shows at p, -1 when they are not all inside the file */
+static int64_t file_offset(const gguf_file *f, const void *at, size_t n) {
     const uint8_t *p = at;
-    if (p < f->base || n > f->size || (size_t)(p - f->base) > f->size - n) return EINVAL;
+    return p < f->base || n > f->size || (size_t)(p - f->base) > f->size - n ? -1 : (int64_t)(p - f->base);
+}
+
+int gguf_read_at(const gguf_file *f, const void *at, size_t n, void *dst) {
+    const int64_t off = file_offset(f, at, n);
+    if (off < 0) return EINVAL;
     if (f->fd < 0) {
-        memcpy(dst, p, n);
+        memcpy(dst, at, n);
         return 0;
     }
     for (size_t done = 0; done < n;) {
-        const ssize_t r = pread(f->fd, (uint8_t *)dst + done, n - done, (off_t)(p - f->base + done));
+        const ssize_t r = pread(f->fd, (uint8_t *)dst + done, n - done, (off_t)off + (off_t)done);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) return r < 0 ? errno : EIO; /* 0: the file was truncated under us */
         done += (size_t)r;
@@ -484,9 +490,8 @@ int gguf_read_at(const gguf_file *f, const void *at, size_t n, void *dst) {
 }
 
 void gguf_advise_random(const gguf_file *f, const void *at, size_t n) {
-    const uint8_t *p = at;
-    if (f->fd < 0 || p < f->base || n > f->size || (size_t)(p - f->base) > f->size - n) return;
-    (void)posix_fadvise(f->fd, (off_t)(p - f->base), (off_t)n, POSIX_FADV_RANDOM);
+    const int64_t off = file_offset(f, at, n);
+    if (f->fd >= 0 && off >= 0) (void)posix_fadvise(f->fd, (off_t)off, (off_t)n, POSIX_FADV_RANDOM);
 }
 uint64_t gguf_n_kv(const gguf_file *f) { return f->n_kv; }
 const gguf_kv *gguf_kv_at(const gguf_file *f, uint64_t i) { return i < f->n_kv ? &f->kv[i] : NULL; }

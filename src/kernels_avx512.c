@@ -161,7 +161,7 @@ DEF_KGEMM(q4_K, eli_block_q4_K, kx_q4_K, 1)
 DEF_KGEMM(q5_K, eli_block_q5_K, kx_q5_K, 1)
 DEF_KGEMM(q6_K, eli_block_q6_K, kx_q6_K, 0)
 
-/* F16 weights (kernels_x86.h): one zmm per chain, gemm tiles of 4 rows x 4 tokens */
+/* float weights (kernels_x86.h): the same ymm chains as AVX2, gemm tiles of 4 rows x 3 tokens in 32 registers */
 ELI_X86_FLOAT(f16, FL_F16)
 ELI_X86_FLOAT(bf16, FL_BF16)
 ELI_X86_FLOAT(f32, FL_F32)

@@ -330,20 +330,22 @@ void eli_plan_ple_resident(const eli_model *m, uint64_t *mapped, uint64_t *cache
     if (ok) *mapped = present * pg;
 }
 
-static uint64_t status_kb(const char *key) {
+long eli_plan_status_kb(const char *key) {
     FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return 0;
+    if (!f) return -1;
     char line[256];
-    uint64_t v = 0;
+    long kb = -1;
     const size_t kl = strlen(key);
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, key, kl) && line[kl] == ':') {
-            v = strtoull(line + kl + 1, NULL, 10) * 1024;
-            break;
-        }
+    while (kb < 0 && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, kl) && line[kl] == ':') kb = strtol(line + kl + 1, NULL, 10);
     fclose(f);
-    return v;
+    return kb;
 }
 
-uint64_t eli_plan_vm_rss(void) { return status_kb("VmRSS"); }
-uint64_t eli_plan_vm_hwm(void) { return status_kb("VmHWM"); }
+static uint64_t status_bytes(const char *key) {
+    const long kb = eli_plan_status_kb(key);
+    return kb > 0 ? (uint64_t)kb * 1024 : 0;
+}
+
+uint64_t eli_plan_vm_rss(void) { return status_bytes("VmRSS"); }
+uint64_t eli_plan_vm_hwm(void) { return status_bytes("VmHWM"); }

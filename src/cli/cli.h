@@ -48,8 +48,6 @@ int cli_load_drafter(const char *path, const struct eli_model *target, struct el
 char *cli_chat_prompt(const char *system, const char *user);
 
 /* Shared by bench / bench-chat (cli_bench.c). */
-/* A "VmRSS" / "VmHWM" / "RssAnon" / "RssFile" ... line of /proc/self/status in KiB, -1 when absent. */
-long cli_status_kb(const char *field);
 /* A paragraph of plain English: the default text prompt of the benchmarks. */
 extern const char cli_sample_text[];
 

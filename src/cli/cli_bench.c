@@ -86,20 +86,8 @@ static double bandwidth_probe(int threads) {
     return best;
 }
 
-long cli_status_kb(const char *field) {
-    long kb = -1;
-    const size_t n = strlen(field);
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return -1;
-    char line[256];
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, field, n) && line[n] == ':') kb = strtol(line + n + 1, NULL, 10);
-    fclose(f);
-    return kb;
-}
-
 static long peak_rss_kb(void) {
-    long hwm = cli_status_kb("VmHWM");
+    long hwm = eli_plan_status_kb("VmHWM");
     if (hwm < 0) { /* no procfs */
         struct rusage ru;
         if (!getrusage(RUSAGE_SELF, &ru)) hwm = ru.ru_maxrss;

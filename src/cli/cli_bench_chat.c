@@ -27,6 +27,7 @@
 #include "json.h"
 #include "kernels.h"
 #include "kv_cache.h"
+#include "plan.h"
 #include "quants.h"
 
 static int usage(FILE *out) {
@@ -155,8 +156,12 @@ int cli_bench_chat(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout), 0;
-        if (!strcmp(a, "--json") || !strcmp(a, "--lazy")) {
-            *(a[2] == 'j' ? &json : &lazy) = 1;
+        if (!strcmp(a, "--json")) {
+            json = 1;
+            continue;
+        }
+        if (!strcmp(a, "--lazy")) {
+            lazy = 1;
             continue;
         }
         static const char *const valued[] = {"-m",      "--model", "--prompt-file", "--fresh-at", "--turns", "--turn-tokens",
@@ -276,9 +281,9 @@ int cli_bench_chat(int argc, char **argv) {
         r->generated = eli_gen_n_generated(g);
         r->ttft_ms = 1e3 * ((t_first > 0 ? t_first : t1) - t0);
         r->decode_tps = r->generated > 1 && t1 > t_first ? (double)(r->generated - 1) / (t1 - t_first) : 0;
-        r->rss_kb = cli_status_kb("VmRSS");
-        r->anon_kb = cli_status_kb("RssAnon");
-        r->file_kb = cli_status_kb("RssFile");
+        r->rss_kb = eli_plan_status_kb("VmRSS");
+        r->anon_kb = eli_plan_status_kb("RssAnon");
+        r->file_kb = eli_plan_status_kb("RssFile");
         r->kv_kb = (double)eli_kv_predict_bytes(m, lazy ? eli_gen_n_committed(g) : ctx, n_ubatch, kv, NULL, NULL) / 1024.0;
         r->fresh_ttft_ms = -1;
         if (fresh[t]) r->ids = ids, ids = NULL; /* prefilled from scratch after the last turn */
@@ -313,7 +318,7 @@ int cli_bench_chat(int argc, char **argv) {
         r->fresh_ttft_ms = 1e3 * (cli_now() - f0);
         r->fresh_evaluated = eli_gen_n_prompt_decoded(g) - ev0;
     }
-    const long peak_kb = cli_status_kb("VmHWM");
+    const long peak_kb = eli_plan_status_kb("VmHWM");
 
     /* summary over the turns after the warm-up (follow-ups only: turn 1 is a fresh prompt) */
     const int64_t from = warmup > 0 ? warmup : 1, n = turns;
