@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "pack.h"
 
 /* kernels_avx2.c: data only, its functions may be called only after the CPUID check below */
 #if defined(__x86_64__) || defined(__i386__)
@@ -82,10 +83,13 @@ static float ref_exp_sum_f32(int64_t n, float m, float *x) {
 static eli_kernels ref_table, avx2_table, avx512_table, neon_table, neon_dp_table, *best_table;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
-/* dst = base with every non-NULL entry of over applied */
+/* dst = base with every non-NULL entry of over applied; the packed kernels are over's only (a table
+ * without its own multiplies the row-major data rather than run the reference's packed loops) */
 static void overlay(eli_kernels *dst, const eli_kernels *base, const eli_kernels *over) {
     *dst = *base;
     dst->name = over->name;
+    memcpy(dst->packed_gemv, over->packed_gemv, sizeof dst->packed_gemv);
+    memcpy(dst->packed_gemm, over->packed_gemm, sizeof dst->packed_gemm);
     for (int t = 0; t < ELI_TYPE_COUNT; t++) {
         if (over->vec_dot[t]) {
             dst->vec_dot[t] = over->vec_dot[t];
@@ -115,6 +119,8 @@ static void init_tables(void) {
         ref_table.nr[t] = 1;
         ref_table.quantize[t] = tt->quantize;
     }
+    ref_table.packed_gemv[ELI_TYPE_Q4_0] = eli_pack_gemv_q4_0_ref;
+    ref_table.packed_gemm[ELI_TYPE_Q4_0] = eli_pack_gemm_q4_0_ref;
     ref_table.attn_qk[ELI_TYPE_F32] = ref_qk_f32;
     ref_table.attn_qk[ELI_TYPE_F16] = ref_qk_f16;
     ref_table.attn_pv[ELI_TYPE_F32] = ref_pv_f32;

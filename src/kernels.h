@@ -18,7 +18,9 @@
  *    returns;
  *  - gemm (the prefill microkernel) computes a tile of nr rows x nt tokens, unpacking each weight block
  *    once for all the tile's tokens, and returns for every (row, token) exactly what vec_dot returns,
- *    so neither the tiling nor the thread split changes a result. */
+ *    so neither the tiling nor the thread split changes a result;
+ *  - packed_gemv / packed_gemm return bit-identical floats to the reference's (pack.c), the dot order of
+ *    pack.h, which is not vec_dot's: a packed matrix is only ever multiplied through them. */
 #ifndef ELI_KERNELS_H
 #define ELI_KERNELS_H
 
@@ -58,6 +60,10 @@ typedef struct eli_kernels {
     eli_gemv_fn gemv[ELI_TYPE_COUNT];             /* NULL = call vec_dot per row */
     eli_gemm_fn gemm[ELI_TYPE_COUNT];             /* NULL = none (vec_dot_nr per token) */
     int gemm_nr[ELI_TYPE_COUNT];                  /* rows per gemm call (<= ELI_KERNEL_MAX_GEMM_NR) */
+    /* per weight type: decode and prefill over the packed layout of pack.h (x at the start of a run of
+     * ELI_PACK_ROWS rows, up to one run per gemm call); NULL = this table multiplies the row-major data */
+    eli_gemv_fn packed_gemv[ELI_TYPE_COUNT];
+    eli_gemm_fn packed_gemm[ELI_TYPE_COUNT];
     /* per activation type (Q8_0, Q8_1, Q8_K, F16, BF16): f32 row -> that format */
     eli_quantize_fn quantize[ELI_TYPE_COUNT];
     /* per KV cache type (F32, F16): the fused attention's two halves */

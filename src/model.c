@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pack.h"
 #include "quants.h"
 
 /* Hard limits that keep every size computation far from overflow; real models are well inside. */
@@ -483,6 +484,7 @@ eli_model *eli_model_from_gguf(gguf_file *f, eli_error *err) {
     for (int il = 0; il < hp->n_layer; il++)
         if (bind_layer(&b, il, n_ff, n_head, n_kv, swa)) goto fail;
     for (uint64_t i = 0; i < gguf_n_tensors(f); i++) m->weight_bytes += gguf_tensor_at(f, i)->nbytes;
+    if (eli_model_pack(m, err)) goto fail;
     free(n_ff), free(n_head), free(n_kv), free(swa);
     return m;
 fail:
@@ -507,6 +509,7 @@ void eli_model_free(eli_model *m) {
     if (!m) return;
     for (size_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
+    eli_model_unpack(m);
     free(m->layers);
     free(m->arch_name);
     gguf_close(m->file);

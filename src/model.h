@@ -1,5 +1,6 @@
 /* Gemma 4 model: hyperparameters from the gemma4.* GGUF keys and tensors bound with shape checks.
- * The weights stay in the file mapping; only small 1-D tensors (norms, scales, rope factors) are
+ * The weights stay in the file mapping, except the matrices the best kernel table multiplies in a packed
+ * layout (pack.h: copied once at load); only small 1-D tensors (norms, scales, rope factors) are
  * converted to f32 arrays owned by the model. See ../shared/spec/gemma4.md sections 1, 2 and 4. */
 #ifndef ELI_MODEL_H
 #define ELI_MODEL_H
@@ -10,13 +11,14 @@
 #include "error.h"
 #include "gguf.h"
 
-/* A matrix in the mapping: `rows` rows of `cols` values of `type` (ggml layout {cols, rows[, n_mat]}). */
+/* A matrix in the mapping (and, where the kernels want it, a packed copy): `rows` rows of `cols` values of `type` (ggml layout {cols, rows[, n_mat]}). */
 typedef struct eli_weight {
     const void *data; /* NULL when the tensor is absent */
     uint32_t type;
     int64_t cols, rows, n_mat; /* n_mat > 1 for stacked expert matrices */
     size_t row_bytes;
     const char *name;
+    const void *packed; /* the rows interleaved for the packed kernels (pack.h), or NULL */
 } eli_weight;
 
 typedef struct eli_layer {
@@ -87,6 +89,8 @@ typedef struct eli_model {
     void **owned; /* copies of small tensors (f32 vectors, the masked ordering), freed with the model */
     size_t n_owned;
     uint64_t weight_bytes; /* bytes of all tensor data in the file */
+    void *packed_map;      /* the packed matrices' allocation (eli_model_pack), or NULL */
+    size_t packed_map_len;
 } eli_model;
 
 /* Loads a gemma4 or gemma4-assistant GGUF (the file is opened and mapped; the model owns it). */

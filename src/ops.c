@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "pack.h"
 #include "quants.h"
 
 void *eli_buf_reserve(eli_buf *b, size_t bytes) {
@@ -153,14 +154,20 @@ void eli_attend(const eli_kernels *k, const float *q, int d, const uint8_t *k_he
 }
 
 void eli_weight_row(const eli_weight *w, int64_t mat, int64_t r, float *out) {
-    const uint8_t *base = (const uint8_t *)w->data + ((size_t)mat * (size_t)w->rows + (size_t)r) * w->row_bytes;
-    eli_dequantize_row(w->type, base, out, w->cols);
+    const size_t mat_off = (size_t)mat * (size_t)w->rows * w->row_bytes;
+    /* from the packed copy when there is one: the mapped pages of a packed matrix are not resident */
+    if (w->packed) {
+        eli_pack_q4_0_dequantize_row((const uint8_t *)w->packed + mat_off, w->rows, w->cols, r, out);
+        return;
+    }
+    eli_dequantize_row(w->type, (const uint8_t *)w->data + mat_off + (size_t)r * w->row_bytes, out, w->cols);
 }
 
 typedef struct {
     const eli_kernels *k;
     const eli_weight *w;
-    const uint8_t *mat_base;
+    const uint8_t *mat_base; /* the matrix: packed (then packed is set) or row-major */
+    int packed;
     const void *xq;
     size_t xq_row;
     int64_t T;
@@ -175,6 +182,25 @@ typedef struct {
 static void matmul_rows(const matmul_job *j, int64_t r0, int64_t r1) {
     const eli_weight *w = j->w;
     const int64_t rows = w->rows;
+    /* A packed matrix (pack.h): calls of one run of rows (r0 is a multiple of ELI_PACK_ROWS, so every
+     * run of the range starts at its row-major offset). */
+    if (j->packed) {
+        if (j->T == 1) {
+            j->k->packed_gemv[w->type](w->cols, r1 - r0, j->mat_base + (size_t)r0 * w->row_bytes, w->row_bytes, j->xq,
+                                       j->y + r0);
+            return;
+        }
+        for (int64_t t0 = 0; t0 < j->T; t0 += ELI_KERNEL_MAX_NT) {
+            const int nt = (int)(j->T - t0 < ELI_KERNEL_MAX_NT ? j->T - t0 : ELI_KERNEL_MAX_NT);
+            const uint8_t *xq = (const uint8_t *)j->xq + (size_t)t0 * j->xq_row;
+            for (int64_t r = r0; r < r1; r += ELI_PACK_ROWS) {
+                const int nr = (int)(r1 - r < ELI_PACK_ROWS ? r1 - r : ELI_PACK_ROWS);
+                j->k->packed_gemm[w->type](w->cols, nr, nt, j->mat_base + (size_t)r * w->row_bytes, w->row_bytes, xq,
+                                           j->xq_row, j->y + t0 * rows + r, (size_t)rows);
+            }
+        }
+        return;
+    }
     /* Prefill: the 2-D microkernel, gemm_nr rows x up to ELI_KERNEL_MAX_NT tokens per call, each weight
      * block unpacked once per call. */
     const eli_gemm_fn gemm = j->T > 1 ? j->k->gemm[w->type] : NULL;
@@ -238,8 +264,8 @@ static void matmul_task(void *ctx, int ith, int nth) {
     }
 }
 
-static int64_t matmul_chunk(const eli_kernels *k, const eli_weight *w, int64_t T, int nth) {
-    const int64_t unit = T > 1 && k->gemm[w->type] ? k->gemm_nr[w->type] : 16;
+static int64_t matmul_chunk(const eli_kernels *k, const eli_weight *w, int packed, int64_t T, int nth) {
+    const int64_t unit = packed ? ELI_PACK_ROWS : T > 1 && k->gemm[w->type] ? k->gemm_nr[w->type] : 16;
     int64_t c = (w->rows + 8 * nth - 1) / (8 * nth);
     c = (c + unit - 1) / unit * unit;
     return c > 0 ? c : 1;
@@ -269,8 +295,10 @@ int eli_matmul_k(eli_pool *pool, const eli_kernels *k, const eli_weight *w, int6
     if (!k) k = eli_kernels_best();
     pool = eli_pool_for(pool, w->rows * w->cols * T);
     const eli_type_traits *tt = eli_type_info(w->type);
-    matmul_job j = {k, w, (const uint8_t *)w->data + (size_t)mat * (size_t)w->rows * w->row_bytes, x,
-                    (size_t)w->cols * sizeof(float), T, y, matmul_chunk(k, w, T, eli_pool_size(pool)), 0};
+    /* a table without packed kernels for the type (another backend's) multiplies the row-major data */
+    const int packed = w->packed && k->packed_gemv[w->type];
+    matmul_job j = {k,  w, (const uint8_t *)(packed ? w->packed : w->data) + (size_t)mat * (size_t)w->rows * w->row_bytes,
+                    packed, x, (size_t)w->cols * sizeof(float), T, y, matmul_chunk(k, w, packed, T, eli_pool_size(pool)), 0};
     atomic_init(&j.next, 0);
     if (tt->vec_dot_type != ELI_TYPE_F32) {
         size_t row = eli_row_size(tt->vec_dot_type, w->cols);

@@ -1,8 +1,8 @@
 /* Every SIMD kernel against the scalar reference (kernels.h contract) on random data of many lengths:
  * activation quantizers byte-identical, integer dot products bit-identical (also through the multi-row
  * kernels, for every row count, and through the prefill gemm tiles, for every tile shape), float dot
- * products within normalised MSE 1e-7; the fused attention
- * against the two-pass eli_attend. Every table the CPU supports is checked (eli_kernels_all). */
+ * products within normalised MSE 1e-7; the packed Q4_0 kernels (pack.h) against a serial dot over the
+ * row-major blocks written here, bit for bit; the fused attention against the two-pass eli_attend. Every table the CPU supports is checked (eli_kernels_all). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -11,6 +11,7 @@
 
 #include "kernels.h"
 #include "ops.h"
+#include "pack.h"
 #include "quants.h"
 #include "test.h"
 
@@ -123,6 +124,105 @@ static void check_gemm(const eli_kernels *K, const eli_kernels *R) {
         CHECK(bad == 0 && bad_canary == 0, "%s: %s gemm differs from vec_dot %d times, %d stray writes", K->name,
               eli_type_name(t), bad, bad_canary);
     }
+}
+
+/* pack.h's dot order, computed here from the row-major blocks: one fused chain per row over the blocks'
+ * exact integer sums */
+static float serial_dot_q4_0(int64_t n, const eli_block_q4_0 *x, const eli_block_q8_0 *y) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / 32; b++) {
+        int32_t isum = 0;
+        for (int j = 0; j < 16; j++)
+            isum += ((x[b].qs[j] & 0x0F) - 8) * y[b].qs[j] + ((x[b].qs[j] >> 4) - 8) * y[b].qs[j + 16];
+        acc = fmaf((float)isum, eli_fp16_to_fp32(x[b].d) * eli_fp16_to_fp32(y[b].d), acc);
+    }
+    return acc;
+}
+
+/* The packed Q4_0 kernels (pack.h): for matrices of 16 .. 176 rows (runs of 1-4 groups), decode over
+ * every range of runs and prefill for every run and token count 1..ELI_KERNEL_MAX_NT, each (row, token)
+ * bit for bit the serial dot above, nothing written outside the call's outputs; a packed row dequantizes
+ * to the original row. Token 0 is the extreme -128 in every quant (beyond what the quantizer makes),
+ * row 0 the extreme nibble 0. */
+static void check_packed(const eli_kernels *K) {
+    if (!K->packed_gemv[ELI_TYPE_Q4_0]) return;
+    CHECK(K->packed_gemm[ELI_TYPE_Q4_0] != NULL, "%s: packed gemv without gemm", K->name);
+    const int64_t row_counts[] = {16, 32, 48, 176}, mult[] = {1, 2, 3, 9, 33, 70};
+    int bad = 0, bad_canary = 0, bad_row = 0, calls = 0;
+    for (size_t ri = 0; ri < sizeof row_counts / sizeof row_counts[0]; ri++)
+        for (size_t mi = 0; mi < sizeof mult / sizeof mult[0]; mi++) {
+            const int64_t rows = row_counts[ri], n = 32 * mult[mi], nb = n / 32;
+            const int toks = ELI_KERNEL_MAX_NT + 3;
+            const size_t wrs = eli_row_size(ELI_TYPE_Q4_0, n), ars = eli_row_size(ELI_TYPE_Q8_0, n);
+            float *xf = malloc(sizeof(float) * (size_t)n);
+            uint8_t *wq = malloc(wrs * (size_t)rows), *wp = malloc(wrs * (size_t)rows), *aq = malloc(ars * (size_t)toks);
+            for (int64_t r = 0; r < rows; r++) {
+                fill(xf, n, (int)(mi + r));
+                if (r == 0)
+                    for (int64_t i = 0; i < n; i++) xf[i] = -1.0f; /* nibble 0: q - 8 = -8 */
+                eli_quantize_row(ELI_TYPE_Q4_0, xf, wq + (size_t)r * wrs, n);
+            }
+            for (int k = 0; k < toks; k++) {
+                fill(xf, n, (int)mi + 3 * k + 1);
+                K->quantize[ELI_TYPE_Q8_0](xf, aq + (size_t)k * ars, n);
+            }
+            for (int64_t b = 0; b < nb; b++) memset(((eli_block_q8_0 *)aq)[b].qs, 0x80, 32);
+            eli_pack_q4_0(wq, rows, n, wp);
+            for (int64_t r = 0; r < rows; r++) {
+                float *a = malloc(sizeof(float) * (size_t)n), *e = malloc(sizeof(float) * (size_t)n);
+                eli_dequantize_row(ELI_TYPE_Q4_0, wq + (size_t)r * wrs, e, n);
+                eli_pack_q4_0_dequantize_row(wp, rows, n, r, a);
+                bad_row += memcmp(a, e, sizeof(float) * (size_t)n) != 0;
+                free(a), free(e);
+            }
+            float *ref = malloc(sizeof(float) * (size_t)(rows * toks)), *got = malloc(sizeof(float) * (size_t)(rows * toks));
+            for (int k = 0; k < toks; k++)
+                for (int64_t r = 0; r < rows; r++)
+                    ref[k * rows + r] = serial_dot_q4_0(n, (const eli_block_q4_0 *)(wq + (size_t)r * wrs),
+                                                        (const eli_block_q8_0 *)(aq + (size_t)k * ars));
+            /* decode: rows [r0, rows) for every run start r0, against token 1 */
+            for (int64_t r0 = 0; r0 < rows; r0 += ELI_PACK_ROWS) {
+                for (int64_t i = 0; i < rows * toks; i++) got[i] = -12345.0f;
+                K->packed_gemv[ELI_TYPE_Q4_0](n, rows - r0, wp + (size_t)r0 * wrs, wrs, aq + ars, got + rows + r0);
+                calls++;
+                for (int64_t i = 0; i < rows * toks; i++) {
+                    const int in = i >= rows + r0 && i < 2 * rows;
+                    if (!in) bad_canary += got[i] != -12345.0f;
+                    else if (memcmp(&got[i], &ref[i], sizeof(float)) && bad++ < 3)
+                        fprintf(stderr, "  %s packed gemv rows=%lld n=%lld row %lld: %.9g, serial %.9g\n", K->name,
+                                (long long)rows, (long long)n, (long long)(i - rows), got[i], ref[i]);
+                }
+            }
+            /* prefill: each run, tokens [k0, k0 + nt) */
+            for (int64_t r0 = 0; r0 < rows; r0 += ELI_PACK_ROWS) {
+                const int nr = (int)(rows - r0 < ELI_PACK_ROWS ? rows - r0 : ELI_PACK_ROWS);
+                for (int nt = 1; nt <= ELI_KERNEL_MAX_NT; nt++) {
+                    const int k0 = nt % (toks - nt + 1);
+                    for (int64_t i = 0; i < rows * toks; i++) got[i] = -12345.0f;
+                    K->packed_gemm[ELI_TYPE_Q4_0](n, nr, nt, wp + (size_t)r0 * wrs, wrs, aq + (size_t)k0 * ars, ars,
+                                                  got + k0 * rows + r0, (size_t)rows);
+                    calls++;
+                    for (int k = 0; k < toks; k++)
+                        for (int64_t r = 0; r < rows; r++) {
+                            const int in = k >= k0 && k < k0 + nt && r >= r0 && r < r0 + nr;
+                            const float g = got[k * rows + r];
+                            if (!in) bad_canary += g != -12345.0f;
+                            else if (memcmp(&g, &ref[k * rows + r], sizeof g) && bad++ < 3)
+                                fprintf(stderr, "  %s packed gemm rows=%lld n=%lld %dx%d row %lld token %d: %.9g, serial %.9g\n",
+                                        K->name, (long long)rows, (long long)n, nr, nt, (long long)r, k, g,
+                                        ref[k * rows + r]);
+                        }
+                }
+            }
+            free(xf), free(wq), free(wp), free(aq), free(ref), free(got);
+        }
+    printf("  Q4_0  packed: %d calls, %d results differ from the serial dot, %d stray writes, %d rows unpack wrong\n",
+           calls, bad, bad_canary, bad_row);
+    CHECK(bad == 0 && bad_canary == 0 && bad_row == 0, "%s: packed Q4_0: %d differ, %d stray writes, %d bad rows",
+          K->name, bad, bad_canary, bad_row);
+    CHECK(eli_pack_supported(ELI_TYPE_Q4_0, 32, 64) && !eli_pack_supported(ELI_TYPE_Q4_0, 24, 64) &&
+              !eli_pack_supported(ELI_TYPE_Q4_0, 32, 48) && !eli_pack_supported(ELI_TYPE_Q8_0, 32, 64),
+          "eli_pack_supported: Q4_0 with rows a multiple of 16 and cols of 32 only");
 }
 
 static void check_table(const eli_kernels *K, const eli_kernels *R) {
@@ -239,6 +339,7 @@ static void check_table(const eli_kernels *K, const eli_kernels *R) {
     }
 
     check_gemm(K, R);
+    check_packed(K);
 
     /* the fused attention's kernels: against the reference within normalised MSE 1e-7, and each head's
      * result the same bits whatever the number of heads in the call (the thread split groups heads) */

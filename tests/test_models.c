@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "forward.h"
+#include "ops.h"
 #include "quants.h"
+#include "kernels.h"
 #include "test.h"
 
 #define N_TOK 96
@@ -58,8 +60,9 @@ static cmp_stats compare(const float *ref, const float *ours, int rows, int n_vo
     return s;
 }
 
-static float *run(const eli_model *m, const int32_t *ids, int n, uint32_t kv, int threads, int step) {
+static float *run_k(const eli_model *m, const int32_t *ids, int n, uint32_t kv, int threads, int step, int reference) {
     eli_context_params p = eli_context_default_params();
+    p.reference_kernels = reference;
     p.n_ctx = 128;
     p.kv_type = kv;
     p.n_threads = threads;
@@ -82,6 +85,10 @@ static float *run(const eli_model *m, const int32_t *ids, int n, uint32_t kv, in
     }
     eli_context_free(c);
     return logits;
+}
+
+static float *run(const eli_model *m, const int32_t *ids, int n, uint32_t kv, int threads, int step) {
+    return run_k(m, ids, n, kv, threads, step, 0);
 }
 
 static int argmax(const float *x, int n) {
@@ -171,7 +178,63 @@ static void check_model(const char *model, const char *base, int is_f32) {
     eli_model_free(m);
 }
 
+/* Q4_0 matrices are packed at load for the best kernel table when it has packed kernels (pack.h), so
+ * check_model above measured the packed path; here the row-major one (ELIZA_LLM_REPACK=0) and the reference
+ * table's scalar packed kernels are held to the golden logits too, and a bad value is refused. */
+static void check_packing(void) {
+    const char *path = eli_shared_path("golden/models/e2b-mini-q4_0.gguf");
+    int32_t ids[N_TOK];
+    CHECK(read_ids(eli_shared_path("golden/models/e2b-mini.tokens.txt"), ids, N_TOK) == N_TOK, "cannot read tokens");
+    eli_error err = {0};
+    eli_model *m = eli_model_load(path, &err);
+    CHECK(m != NULL, "%s", err.msg);
+    if (!m) return;
+    const int V = m->hp.n_vocab;
+    float *want = read_f32(eli_shared_path("golden/models/e2b-mini-q4_0.logits.f32"), (size_t)N_TOK * V);
+    const int packs = eli_kernels_best()->packed_gemv[ELI_TYPE_Q4_0] != NULL;
+    /* its token embedding (and tied output) is Q6_K, as llama-quantize leaves it */
+    CHECK(!packs || (m->layers[0].wq.packed && m->layers[0].ffn_down.packed && !m->token_embd.packed),
+          "the %s table packs Q4_0, but the model's Q4_0 matrices are not packed (or Q6_K is)", eli_kernels_best()->name);
+    float *ref = run_k(m, ids, N_TOK, ELI_TYPE_F32, 2, 0, 1);
+    setenv("ELIZA_LLM_REPACK", "0", 1);
+    eli_model *rm = eli_model_load(path, &err);
+    CHECK(rm && !rm->token_embd.packed && !rm->layers[0].ffn_down.packed, "ELIZA_LLM_REPACK=0 still packed (%s)",
+          err.msg);
+    float *rowmajor = rm ? run(rm, ids, N_TOK, ELI_TYPE_F32, 2, 0) : NULL;
+    /* a row of a packed matrix (what an embedding lookup reads) equals the row-major one */
+    if (rm) {
+        const eli_weight *w = &m->layers[0].ffn_down;
+        float *a = malloc(sizeof(float) * (size_t)w->cols), *b = malloc(sizeof(float) * (size_t)w->cols);
+        int same = 0;
+        for (int64_t r = 0; r < w->rows; r++) {
+            eli_weight_row(w, 0, r, a);
+            eli_weight_row(&rm->layers[0].ffn_down, 0, r, b);
+            same += !memcmp(a, b, sizeof(float) * (size_t)w->cols);
+        }
+        CHECK(same == w->rows, "packed rows: %d of %lld equal the row-major ones", same, (long long)w->rows);
+        free(a), free(b);
+    }
+    setenv("ELIZA_LLM_REPACK", "yes", 1);
+    eli_model *bad = eli_model_load(path, &err);
+    CHECK(!bad && strstr(err.msg, "ELIZA_LLM_REPACK"), "ELIZA_LLM_REPACK=yes accepted (%s)", err.msg);
+    eli_model_free(bad);
+    unsetenv("ELIZA_LLM_REPACK");
+    const char *names[] = {"reference kernels", "row-major (ELIZA_LLM_REPACK=0)"};
+    float *logits[] = {ref, rowmajor};
+    for (int i = 0; i < 2; i++) {
+        CHECK(want && logits[i], "e2b-mini-q4_0 %s: no logits", names[i]);
+        if (!want || !logits[i]) continue;
+        cmp_stats s = compare(want, logits[i], N_TOK, V);
+        printf("e2b-mini-q4_0        %s: mean KLD %.3g  argmax %.1f%%\n", names[i], s.mean_kld, 100 * s.argmax_agree);
+        CHECK(s.argmax_agree >= 0.98 && s.mean_kld <= 1e-3, "e2b-mini-q4_0 %s: KLD %.3g", names[i], s.mean_kld);
+    }
+    free(want), free(ref), free(rowmajor);
+    eli_model_free(rm);
+    eli_model_free(m);
+}
+
 int main(void) {
+    check_packing();
     check_model("e2b-mini-f32", "e2b-mini", 1);
     check_model("e2b-mini-f16", "e2b-mini", 0);
     check_model("e2b-mini-q8_0", "e2b-mini", 0);

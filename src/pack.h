@@ -1,0 +1,66 @@
+/* Packed weight layouts: a copy of a matrix with its rows interleaved for the kernels that keep one row
+ * per vector lane (kernels.h, packed_gemv / packed_gemm), made once when a model is loaded.
+ *
+ * Why: a row-major Q4_0 matrix lets a kernel put the elements of one row in the lanes of a vector, so
+ * every (row, token) pair needs its own vector accumulator, a float FMA per block per 8 lanes, and a
+ * horizontal sum at the end. With 16 rows side by side, lane r of a vector holds row r: a block's integer
+ * sums for 16 rows come out of one VPDPBUSD per 4 elements, and the float work of a block is one convert
+ * and one FMA per 16 rows, for decode and prefill alike. Transposing row-major blocks on the fly instead
+ * costs more than the dot itself for one token (measured: decode 0.76x of the row-major kernel), so the
+ * transposition is paid once, at load.
+ *
+ * Q4_0 packed ("q4_0x16"): rows in groups of 16 (rows must be a multiple of 16); groups in runs of up to
+ * ELI_PACK_RUN (4) consecutive groups, i.e. 64 rows, the last run of a matrix holding what is left. A
+ * run of g groups stores, for every block column b in order, its g groups one after the other, each
+ * ELI_PACK_Q4_0_BYTES (288) bytes:
+ *   bytes 64k .. 64k+63 (k = 0..3): for r = 0..15, the qs bytes 4k..4k+3 of row r's block b
+ *       (low nibbles: elements 4k..4k+3, high nibbles: elements 16+4k..16+4k+3);
+ *   bytes 256 .. 287: the 16 rows' d (fp16), row r at 256 + 2r.
+ * So a run is one linear stream (the decode reads it front to back), a run's byte size is exactly its
+ * rows' row-major size and starts where its first row would (row r0 at r0 * row_bytes for r0 a multiple of
+ * 64), and a matrix's packed copy is as large as the original.
+ *
+ * The dot of the packed kernels, per row: acc = 0; for each block b in order:
+ *   acc = fmaf((float)isum_b, d_x * d_y, acc),   isum_b = sum over the block of (q - 8) * y  (exact),
+ * one FMA chain per row (ggml's scalar order, fused), not quants.c's 8 lanes: it is what a vector with a
+ * row per lane computes. Every kernel table's packed kernels return exactly these floats (tests/test_kernels.c). */
+#ifndef ELI_PACK_H
+#define ELI_PACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+#define ELI_PACK_GROUP 16 /* rows side by side */
+#define ELI_PACK_RUN 4    /* groups per run */
+#define ELI_PACK_ROWS (ELI_PACK_GROUP * ELI_PACK_RUN) /* rows per run: row ranges start at multiples of it */
+#define ELI_PACK_Q4_0_BYTES 288                       /* one block column of one group */
+
+struct eli_model;
+
+/* Whether a matrix of this type and shape can be packed (Q4_0, rows a multiple of 16, cols of 32). */
+int eli_pack_supported(uint32_t type, int64_t rows, int64_t cols);
+/* Packs one matrix of `rows` row-major rows of `cols` values from src into dst (as many bytes). */
+void eli_pack_q4_0(const void *src, int64_t rows, int64_t cols, void *dst);
+/* Row r of a packed matrix of `rows` rows, dequantized (cols floats into out). */
+void eli_pack_q4_0_dequantize_row(const void *packed, int64_t rows, int64_t cols, int64_t r, float *out);
+
+/* The scalar packed kernels (the reference table's, and what the SIMD ones are tested against), with the
+ * signatures of kernels.h: x points at the start of a run (a row that is a multiple of ELI_PACK_ROWS), bx
+ * is the row-major row size; rows is a multiple of ELI_PACK_ROWS or the rest of the matrix, and so is nr,
+ * which is at most ELI_PACK_ROWS (one run). */
+void eli_pack_gemv_q4_0_ref(int64_t n, int64_t rows, const void *x, size_t bx, const void *y, float *s);
+void eli_pack_gemm_q4_0_ref(int64_t n, int nr, int nt, const void *x, size_t bx, const void *y, size_t by, float *s,
+                            size_t bs);
+
+/* Packs the model's matrices for the best kernel table (eli_kernels_best) when it has packed kernels for
+ * them and packing is on: ELIZA_LLM_REPACK unset or "1"; "0" keeps the weights in the file mapping; other
+ * values are refused (ELI_ERR_INVALID_ARG). The packed copies live in one anonymous allocation (huge pages
+ * where the kernel gives them); the mapped pages of each packed matrix are dropped from the process as it
+ * is copied, so resident memory stays the weights' size, anonymous instead of file-backed. */
+int eli_model_pack(struct eli_model *m, eli_error *err);
+/* Frees what eli_model_pack allocated. */
+void eli_model_unpack(struct eli_model *m);
+
+#endif
