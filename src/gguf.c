@@ -493,6 +493,19 @@ void gguf_advise_random(const gguf_file *f, const void *at, size_t n) {
     const int64_t off = file_offset(f, at, n);
     if (f->fd >= 0 && off >= 0) (void)posix_fadvise(f->fd, (off_t)off, (off_t)n, POSIX_FADV_RANDOM);
 }
+
+void gguf_drop_pages(const gguf_file *f, const void *at, size_t n) {
+    if (!f->mapped || file_offset(f, at, n) < 0) return;
+    /* out to Linux's fault-around window, 64 KiB by default: a fault maps the page cache's neighbouring
+     * pages with the faulting one, which would otherwise stay mapped on both sides of the range; the
+     * mapping starts on a page, and madvise rounds a partial last page up */
+    const uintptr_t w = 65536, base = (uintptr_t)f->base, end = base + f->size;
+    uintptr_t lo = (uintptr_t)at & ~(w - 1), hi = ((uintptr_t)at + n + w - 1) & ~(w - 1);
+    if (lo < base) lo = base;
+    if (hi > end) hi = end;
+    /* a private, read-only file mapping: the pages come back from the file on the next access */
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
 uint64_t gguf_n_kv(const gguf_file *f) { return f->n_kv; }
 const gguf_kv *gguf_kv_at(const gguf_file *f, uint64_t i) { return i < f->n_kv ? &f->kv[i] : NULL; }
 uint64_t gguf_n_tensors(const gguf_file *f) { return f->n_tensors; }

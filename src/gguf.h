@@ -93,6 +93,10 @@ int gguf_read_at(const gguf_file *f, const void *at, size_t n, void *dst);
 /* Page-cache hint for the file range behind [at, at + n): read at random, no readahead (a failure only
  * loses the hint; nothing for a memory buffer). */
 void gguf_advise_random(const gguf_file *f, const void *at, size_t n);
+/* Drops this process's resident pages of the mapping over [at, at + n), rounded out to 64 KiB within the
+ * mapping (they are read back from the file when touched again): for ranges copied elsewhere. Nothing for a memory
+ * buffer, whose bytes exist only there. */
+void gguf_drop_pages(const gguf_file *f, const void *at, size_t n);
 
 uint64_t gguf_n_kv(const gguf_file *f);
 const gguf_kv *gguf_kv_at(const gguf_file *f, uint64_t i);

@@ -1,7 +1,7 @@
 /* Gemma 4 model: hyperparameters from the gemma4.* GGUF keys and tensors bound with shape checks.
- * The weights stay in the file mapping, except the matrices the best kernel table multiplies in a packed
- * layout (pack.h: copied once at load); only small 1-D tensors (norms, scales, rope factors) are
- * converted to f32 arrays owned by the model. See ../shared/spec/gemma4.md sections 1, 2 and 4. */
+ * The weights are bound in the file mapping; eli_model_pack (pack.h) then moves the matrices into
+ * anonymous huge-page memory, Q4_0 ones in a packed layout. Small 1-D tensors (norms, scales, rope
+ * factors) are converted to f32 arrays owned by the model. See ../shared/spec/gemma4.md sections 1, 2 and 4. */
 #ifndef ELI_MODEL_H
 #define ELI_MODEL_H
 
@@ -11,7 +11,7 @@
 #include "error.h"
 #include "gguf.h"
 
-/* A matrix in the mapping (and, where the kernels want it, a packed copy): `rows` rows of `cols` values of `type` (ggml layout {cols, rows[, n_mat]}). */
+/* A matrix (in the file mapping, or copied out of it; see pack.h): `rows` rows of `cols` values of `type` (ggml layout {cols, rows[, n_mat]}). */
 typedef struct eli_weight {
     const void *data; /* NULL when the tensor is absent */
     uint32_t type;

@@ -1,5 +1,6 @@
 /* Packed weight layouts: a copy of a matrix with its rows interleaved for the kernels that keep one row
- * per vector lane (kernels.h, packed_gemv / packed_gemm), made once when a model is loaded.
+ * per vector lane (kernels.h, packed_gemv / packed_gemm), made once when a model is loaded; and the move of
+ * a model's matrices into anonymous huge-page memory that comes with it.
  *
  * Why: a row-major Q4_0 matrix lets a kernel put the elements of one row in the lanes of a vector, so
  * every (row, token) pair needs its own vector accumulator, a float FMA per block per 8 lanes, and a
@@ -54,11 +55,15 @@ void eli_pack_gemv_q4_0_ref(int64_t n, int64_t rows, const void *x, size_t bx, c
 void eli_pack_gemm_q4_0_ref(int64_t n, int nr, int nt, const void *x, size_t bx, const void *y, size_t by, float *s,
                             size_t bs);
 
-/* Packs the model's matrices for the best kernel table (eli_kernels_best) when it has packed kernels for
- * them and packing is on: ELIZA_LLM_REPACK unset or "1"; "0" keeps the weights in the file mapping; other
- * values are refused (ELI_ERR_INVALID_ARG). The packed copies live in one anonymous allocation (huge pages
- * where the kernel gives them); the mapped pages of each packed matrix are dropped from the process as it
- * is copied, so resident memory stays the weights' size, anonymous instead of file-backed. */
+/* Moves the matrices a forward pass multiplies with out of the file mapping into one anonymous allocation
+ * (huge pages where the kernel gives them): Q4_0 ones in the packed layout when the best kernel table
+ * (eli_kernels_best) has packed kernels for them (eli_weight.packed), the others as they are (eli_weight.data
+ * then points there). Reading 1-4 GB per decoded token through 4 KiB file pages cost up to a third of the
+ * decode speed (measured: BENCHMARKS.md). The mapped pages of each matrix are dropped from the process as it
+ * is copied, so resident memory stays the weights' size, anonymous instead of file-backed. Skipped (the
+ * weights stay mapped, where the kernel can evict and re-read them) when the copy would not fit in the
+ * memory available (/proc/meminfo MemAvailable, less 512 MiB), and when ELIZA_LLM_REPACK is "0"; unset or
+ * "1" is on, other values are refused (ELI_ERR_INVALID_ARG). */
 int eli_model_pack(struct eli_model *m, eli_error *err);
 /* Frees what eli_model_pack allocated. */
 void eli_model_unpack(struct eli_model *m);

@@ -330,8 +330,8 @@ void eli_plan_ple_resident(const eli_model *m, uint64_t *mapped, uint64_t *cache
     if (ok) *mapped = present * pg;
 }
 
-long eli_plan_status_kb(const char *key) {
-    FILE *f = fopen("/proc/self/status", "r");
+long eli_plan_proc_kb(const char *file, const char *key) {
+    FILE *f = fopen(file, "r");
     if (!f) return -1;
     char line[256];
     long kb = -1;
@@ -343,7 +343,7 @@ long eli_plan_status_kb(const char *key) {
 }
 
 static uint64_t status_bytes(const char *key) {
-    const long kb = eli_plan_status_kb(key);
+    const long kb = eli_plan_proc_kb("/proc/self/status", key);
     return kb > 0 ? (uint64_t)kb * 1024 : 0;
 }
 

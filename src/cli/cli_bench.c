@@ -87,7 +87,7 @@ static double bandwidth_probe(int threads) {
 }
 
 static long peak_rss_kb(void) {
-    long hwm = eli_plan_status_kb("VmHWM");
+    long hwm = eli_plan_proc_kb("/proc/self/status", "VmHWM");
     if (hwm < 0) { /* no procfs */
         struct rusage ru;
         if (!getrusage(RUSAGE_SELF, &ru)) hwm = ru.ru_maxrss;
