@@ -19,6 +19,7 @@ typedef struct eli_weight {
     size_t row_bytes;
     const char *name;
     const void *packed; /* the rows interleaved for the packed kernels (pack.h), or NULL */
+    size_t packed_row_bytes; /* its bytes per row (eli_pack_row_bytes) */
 } eli_weight;
 
 typedef struct eli_layer {

@@ -154,13 +154,14 @@ void eli_attend(const eli_kernels *k, const float *q, int d, const uint8_t *k_he
 }
 
 void eli_weight_row(const eli_weight *w, int64_t mat, int64_t r, float *out) {
-    const size_t mat_off = (size_t)mat * (size_t)w->rows * w->row_bytes;
-    /* from the packed copy when there is one: the mapped pages of a packed matrix are not resident */
+    /* from the packed copy when there is one (the model's matrices are copied out of the file mapping) */
     if (w->packed) {
-        eli_pack_q4_0_dequantize_row((const uint8_t *)w->packed + mat_off, w->rows, w->cols, r, out);
+        eli_pack_dequantize_row(w->type, (const uint8_t *)w->packed + (size_t)mat * (size_t)w->rows * w->packed_row_bytes,
+                                w->rows, w->cols, r, out);
         return;
     }
-    eli_dequantize_row(w->type, (const uint8_t *)w->data + mat_off + (size_t)r * w->row_bytes, out, w->cols);
+    eli_dequantize_row(w->type, (const uint8_t *)w->data + ((size_t)mat * (size_t)w->rows + (size_t)r) * w->row_bytes,
+                       out, w->cols);
 }
 
 typedef struct {
@@ -168,6 +169,7 @@ typedef struct {
     const eli_weight *w;
     const uint8_t *mat_base; /* the matrix: packed (then packed is set) or row-major */
     int packed;
+    size_t rb; /* bytes per row of mat_base */
     const void *xq;
     size_t xq_row;
     int64_t T;
@@ -186,8 +188,7 @@ static void matmul_rows(const matmul_job *j, int64_t r0, int64_t r1) {
      * run of the range starts at its row-major offset). */
     if (j->packed) {
         if (j->T == 1) {
-            j->k->packed_gemv[w->type](w->cols, r1 - r0, j->mat_base + (size_t)r0 * w->row_bytes, w->row_bytes, j->xq,
-                                       j->y + r0);
+            j->k->packed_gemv[w->type](w->cols, r1 - r0, j->mat_base + (size_t)r0 * j->rb, j->rb, j->xq, j->y + r0);
             return;
         }
         for (int64_t t0 = 0; t0 < j->T; t0 += ELI_KERNEL_MAX_NT) {
@@ -195,8 +196,8 @@ static void matmul_rows(const matmul_job *j, int64_t r0, int64_t r1) {
             const uint8_t *xq = (const uint8_t *)j->xq + (size_t)t0 * j->xq_row;
             for (int64_t r = r0; r < r1; r += ELI_PACK_ROWS) {
                 const int nr = (int)(r1 - r < ELI_PACK_ROWS ? r1 - r : ELI_PACK_ROWS);
-                j->k->packed_gemm[w->type](w->cols, nr, nt, j->mat_base + (size_t)r * w->row_bytes, w->row_bytes, xq,
-                                           j->xq_row, j->y + t0 * rows + r, (size_t)rows);
+                j->k->packed_gemm[w->type](w->cols, nr, nt, j->mat_base + (size_t)r * j->rb, j->rb, xq, j->xq_row,
+                                           j->y + t0 * rows + r, (size_t)rows);
             }
         }
         return;
@@ -297,8 +298,18 @@ int eli_matmul_k(eli_pool *pool, const eli_kernels *k, const eli_weight *w, int6
     const eli_type_traits *tt = eli_type_info(w->type);
     /* a table without packed kernels for the type (another backend's) multiplies the row-major data */
     const int packed = w->packed && k->packed_gemv[w->type];
-    matmul_job j = {k,  w, (const uint8_t *)(packed ? w->packed : w->data) + (size_t)mat * (size_t)w->rows * w->row_bytes,
-                    packed, x, (size_t)w->cols * sizeof(float), T, y, matmul_chunk(k, w, packed, T, eli_pool_size(pool)), 0};
+    const size_t rb = packed ? w->packed_row_bytes : w->row_bytes;
+    matmul_job j = {k,
+                    w,
+                    (const uint8_t *)(packed ? w->packed : w->data) + (size_t)mat * (size_t)w->rows * rb,
+                    packed,
+                    rb,
+                    x,
+                    (size_t)w->cols * sizeof(float),
+                    T,
+                    y,
+                    matmul_chunk(k, w, packed, T, eli_pool_size(pool)),
+                    0};
     atomic_init(&j.next, 0);
     if (tt->vec_dot_type != ELI_TYPE_F32) {
         size_t row = eli_row_size(tt->vec_dot_type, w->cols);

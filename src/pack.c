@@ -22,81 +22,211 @@
 #include "plan.h"
 #include "quants.h"
 
-_Static_assert(ELI_PACK_Q4_0_BYTES == ELI_PACK_GROUP * sizeof(eli_block_q4_0), "a packed group is its rows' blocks");
+/* ---- the layouts: one block of one row <-> its lane of a group ---- */
+
+/* Q4_0 (pack.h): qs dword k of lane r at 64k + 4r, d at 256 + 2r */
+static void put_q4_0(const void *blk, uint8_t *g, int r) {
+    const eli_block_q4_0 *b = blk;
+    for (int k = 0; k < 4; k++) memcpy(g + 64 * k + 4 * r, b->qs + 4 * k, 4);
+    memcpy(g + 256 + 2 * r, &b->d, 2);
+}
+static void get_q4_0(const uint8_t *g, int r, void *blk) {
+    eli_block_q4_0 *b = blk;
+    for (int k = 0; k < 4; k++) memcpy(b->qs + 4 * k, g + 64 * k + 4 * r, 4);
+    memcpy(&b->d, g + 256 + 2 * r, 2);
+}
+
+/* Q4_K: d at 2r, dmin at 32 + 2r, sub-block j's 6-bit scale at 64 + 16j + r and min at 192 + 16j + r (one
+ * byte each, unpacked), qs dword k (0..31) at 320 + 64k + 4r */
+static void put_q4_K(const void *blk, uint8_t *g, int r) {
+    const eli_block_q4_K *b = blk;
+    memcpy(g + 2 * r, &b->d, 2);
+    memcpy(g + 32 + 2 * r, &b->dmin, 2);
+    for (int j = 0; j < 8; j++) eli_q4_K_scale_min(j, b->scales, g + 64 + 16 * j + r, g + 192 + 16 * j + r);
+    for (int k = 0; k < 32; k++) memcpy(g + 320 + 64 * k + 4 * r, b->qs + 4 * k, 4);
+}
+static void get_q4_K(const uint8_t *g, int r, void *blk) {
+    eli_block_q4_K *b = blk;
+    uint8_t ls[8], lm[8];
+    memcpy(&b->d, g + 2 * r, 2);
+    memcpy(&b->dmin, g + 32 + 2 * r, 2);
+    for (int j = 0; j < 8; j++) ls[j] = g[64 + 16 * j + r], lm[j] = g[192 + 16 * j + r];
+    eli_q4_K_set_scales_mins(b->scales, ls, lm);
+    for (int k = 0; k < 32; k++) memcpy(b->qs + 4 * k, g + 320 + 64 * k + 4 * r, 4);
+}
+
+/* Q6_K: d at 2r, sub-block j's (0..15) scale at 32 + 16j + r, ql dword k (0..31) at 288 + 64k + 4r, qh
+ * dword k (0..15) at 2336 + 64k + 4r */
+static void put_q6_K(const void *blk, uint8_t *g, int r) {
+    const eli_block_q6_K *b = blk;
+    memcpy(g + 2 * r, &b->d, 2);
+    for (int j = 0; j < 16; j++) g[32 + 16 * j + r] = (uint8_t)b->scales[j];
+    for (int k = 0; k < 32; k++) memcpy(g + 288 + 64 * k + 4 * r, b->ql + 4 * k, 4);
+    for (int k = 0; k < 16; k++) memcpy(g + 2336 + 64 * k + 4 * r, b->qh + 4 * k, 4);
+}
+static void get_q6_K(const uint8_t *g, int r, void *blk) {
+    eli_block_q6_K *b = blk;
+    memcpy(&b->d, g + 2 * r, 2);
+    for (int j = 0; j < 16; j++) b->scales[j] = (int8_t)g[32 + 16 * j + r];
+    for (int k = 0; k < 32; k++) memcpy(b->ql + 4 * k, g + 288 + 64 * k + 4 * r, 4);
+    for (int k = 0; k < 16; k++) memcpy(b->qh + 4 * k, g + 2336 + 64 * k + 4 * r, 4);
+}
+
+/* ---- the dot order of the packed kernels, one block (pack.h) ---- */
+
+static float dot_q4_0(const void *blk, const void *yb, float acc) {
+    const eli_block_q4_0 *x = blk;
+    const eli_block_q8_0 *y = yb;
+    int32_t isum = 0;
+    for (int j = 0; j < 16; j++) isum += ((x->qs[j] & 0x0F) - 8) * y->qs[j] + ((x->qs[j] >> 4) - 8) * y->qs[j + 16];
+    return fmaf((float)isum, eli_fp16_to_fp32(x->d) * eli_fp16_to_fp32(y->d), acc);
+}
+
+static float dot_q4_K(const void *blk, const void *yb, float acc) {
+    const eli_block_q4_K *x = blk;
+    const eli_block_q8_K *y = yb;
+    int32_t S = 0, M = 0;
+    for (int j = 0; j < 8; j++) {
+        uint8_t sc, m;
+        eli_q4_K_scale_min(j, x->scales, &sc, &m);
+        int32_t isum = 0;
+        for (int l = 0; l < 32; l++) {
+            const uint8_t q = x->qs[32 * (j / 2) + l];
+            isum += (j % 2 ? q >> 4 : q & 0x0F) * y->qs[32 * j + l];
+        }
+        S += sc * isum;
+        M += m * (y->bsums[2 * j] + y->bsums[2 * j + 1]);
+    }
+    acc = fmaf((float)S, eli_fp16_to_fp32(x->d) * y->d, acc);
+    return fmaf(-(eli_fp16_to_fp32(x->dmin) * y->d), (float)M, acc);
+}
+
+static float dot_q6_K(const void *blk, const void *yb, float acc) {
+    const eli_block_q6_K *x = blk;
+    const eli_block_q8_K *y = yb;
+    int32_t S = 0;
+    for (int j = 0; j < 16; j++) {
+        int32_t isum = -32 * y->bsums[j];
+        for (int l = 0; l < 16; l++) {
+            const int e = 16 * j + l, h = e / 128, w = e % 128;
+            const uint8_t ql = x->ql[64 * h + w % 64];
+            const int u = (w >= 64 ? ql >> 4 : ql & 0x0F) | (((x->qh[32 * h + w % 32] >> (2 * (w / 32))) & 3) << 4);
+            isum += u * y->qs[e];
+        }
+        S += x->scales[j] * isum;
+    }
+    return fmaf((float)S, eli_fp16_to_fp32(x->d) * y->d, acc);
+}
+
+typedef struct {
+    uint32_t type, act;                  /* the weight type and its activation format */
+    int qk;                              /* elements per block */
+    size_t gbytes;                       /* one block column of one group */
+    void (*put)(const void *blk, uint8_t *g, int lane);
+    void (*get)(const uint8_t *g, int lane, void *blk);
+    float (*dot)(const void *blk, const void *yb, float acc);
+} pack_layout;
+
+static const pack_layout layouts[] = {
+    {ELI_TYPE_Q4_0, ELI_TYPE_Q8_0, ELI_QK4_0, ELI_PACK_Q4_0_BYTES, put_q4_0, get_q4_0, dot_q4_0},
+    {ELI_TYPE_Q4_K, ELI_TYPE_Q8_K, ELI_QK_K, ELI_PACK_Q4_K_BYTES, put_q4_K, get_q4_K, dot_q4_K},
+    {ELI_TYPE_Q6_K, ELI_TYPE_Q8_K, ELI_QK_K, ELI_PACK_Q6_K_BYTES, put_q6_K, get_q6_K, dot_q6_K},
+};
+_Static_assert(ELI_PACK_Q4_0_BYTES == ELI_PACK_GROUP * sizeof(eli_block_q4_0) &&
+                   ELI_PACK_Q6_K_BYTES == ELI_PACK_GROUP * sizeof(eli_block_q6_K) &&
+                   ELI_PACK_Q4_K_BYTES == ELI_PACK_GROUP * (sizeof(eli_block_q4_K) + 4),
+               "the groups hold their rows' blocks (Q4_K's scales unpacked: 4 bytes more per row)");
+
+static const pack_layout *layout_of(uint32_t type) {
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++)
+        if (layouts[i].type == type) return &layouts[i];
+    return NULL;
+}
 
 int eli_pack_supported(uint32_t type, int64_t rows, int64_t cols) {
-    return type == ELI_TYPE_Q4_0 && rows > 0 && rows % ELI_PACK_GROUP == 0 && cols > 0 && cols % ELI_QK4_0 == 0;
+    const pack_layout *L = layout_of(type);
+    return L && rows > 0 && rows % ELI_PACK_GROUP == 0 && cols > 0 && cols % L->qk == 0;
 }
 
-/* where block b of row r lives: its group's 288 bytes, and the row's lane in them */
-static const uint8_t *q4_0_group(const uint8_t *packed, int64_t rows, int64_t nb, int64_t r, int64_t b, int *lane) {
-    const int64_t run = r / ELI_PACK_ROWS, r0 = run * ELI_PACK_ROWS;
+size_t eli_pack_row_bytes(uint32_t type, int64_t cols) {
+    const pack_layout *L = layout_of(type);
+    return L && cols % L->qk == 0 ? (size_t)(cols / L->qk) * (L->gbytes / ELI_PACK_GROUP) : 0;
+}
+
+/* the group bytes of block b of row r, in a packed matrix of `rows` rows, and the row's lane in them */
+static const uint8_t *group_of(const pack_layout *L, const uint8_t *packed, int64_t rows, int64_t nb, int64_t r,
+                               int64_t b, int *lane) {
+    const int64_t r0 = r / ELI_PACK_ROWS * ELI_PACK_ROWS;
     const int64_t ng = rows - r0 < ELI_PACK_ROWS ? (rows - r0) / ELI_PACK_GROUP : ELI_PACK_RUN;
-    const int64_t g = (r - r0) / ELI_PACK_GROUP;
     *lane = (int)(r % ELI_PACK_GROUP);
-    return packed + (size_t)r0 * (size_t)nb * sizeof(eli_block_q4_0) + ((size_t)b * (size_t)ng + (size_t)g) * ELI_PACK_Q4_0_BYTES;
+    return packed + (size_t)r0 * (size_t)nb * (L->gbytes / ELI_PACK_GROUP) +
+           ((size_t)b * (size_t)ng + (size_t)((r - r0) / ELI_PACK_GROUP)) * L->gbytes;
 }
 
-void eli_pack_q4_0(const void *src, int64_t rows, int64_t cols, void *dst) {
-    const int64_t nb = cols / ELI_QK4_0;
-    const eli_block_q4_0 *x = src;
-    uint8_t *p = dst;
-    /* in the packed order, so the destination is written front to back */
-    for (int64_t r0 = 0; r0 < rows; r0 += ELI_PACK_ROWS) {
-        const int ng = rows - r0 < ELI_PACK_ROWS ? (int)((rows - r0) / ELI_PACK_GROUP) : ELI_PACK_RUN;
-        for (int64_t b = 0; b < nb; b++)
-            for (int g = 0; g < ng; g++, p += ELI_PACK_Q4_0_BYTES)
-                for (int lane = 0; lane < ELI_PACK_GROUP; lane++) {
-                    const eli_block_q4_0 *blk = x + (r0 + g * ELI_PACK_GROUP + lane) * nb + b;
-                    for (int k = 0; k < 4; k++) memcpy(p + 64 * k + 4 * lane, blk->qs + 4 * k, 4);
-                    memcpy(p + 256 + 2 * lane, &blk->d, 2);
-                }
-    }
+void eli_pack(uint32_t type, const void *src, int64_t rows, int64_t cols, void *dst) {
+    const pack_layout *L = layout_of(type);
+    const int64_t nb = cols / L->qk;
+    const size_t bs = eli_row_size(type, L->qk);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t b = 0; b < nb; b++) {
+            int lane = 0;
+            uint8_t *g = (uint8_t *)group_of(L, dst, rows, nb, r, b, &lane);
+            L->put((const uint8_t *)src + (size_t)(r * nb + b) * bs, g, lane);
+        }
 }
 
-/* row r's block b back in the row-major form */
-static void q4_0_block(const uint8_t *packed, int64_t rows, int64_t nb, int64_t r, int64_t b, eli_block_q4_0 *out) {
-    int lane;
-    const uint8_t *p = q4_0_group(packed, rows, nb, r, b, &lane);
-    for (int k = 0; k < 4; k++) memcpy(out->qs + 4 * k, p + 64 * k + 4 * lane, 4);
-    memcpy(&out->d, p + 256 + 2 * lane, 2);
-}
-
-void eli_pack_q4_0_dequantize_row(const void *packed, int64_t rows, int64_t cols, int64_t r, float *out) {
-    const int64_t nb = cols / ELI_QK4_0;
+void eli_pack_dequantize_row(uint32_t type, const void *packed, int64_t rows, int64_t cols, int64_t r, float *out) {
+    const pack_layout *L = layout_of(type);
+    const int64_t nb = cols / L->qk;
     for (int64_t b = 0; b < nb; b++) {
-        eli_block_q4_0 blk;
-        q4_0_block(packed, rows, nb, r, b, &blk);
-        eli_dequantize_row(ELI_TYPE_Q4_0, &blk, out + b * ELI_QK4_0, ELI_QK4_0);
+        union {
+            eli_block_q4_0 q4_0;
+            eli_block_q4_K q4_K;
+            eli_block_q6_K q6_K;
+        } blk;
+        int lane = 0;
+        const uint8_t *g = group_of(L, packed, rows, nb, r, b, &lane);
+        L->get(g, lane, &blk);
+        eli_dequantize_row(type, &blk, out + b * L->qk, L->qk);
     }
 }
 
-/* pack.h's dot of one packed row (the call's rows: row 0 at x, nrows of them) with an activation row */
-static float q4_0_dot(const uint8_t *x, int64_t nrows, int64_t nb, int64_t r, const eli_block_q8_0 *y) {
+/* pack.h's dot of packed row r (of the call's nrows rows at x) with an activation row */
+static float packed_dot(const pack_layout *L, const uint8_t *x, int64_t nrows, int64_t n, int64_t r, const void *y) {
+    const int64_t nb = n / L->qk;
+    const size_t ys = eli_row_size(L->act, L->qk);
     float acc = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
-        eli_block_q4_0 blk;
-        q4_0_block(x, nrows, nb, r, b, &blk);
-        int32_t isum = 0;
-        for (int j = 0; j < 16; j++)
-            isum += ((blk.qs[j] & 0x0F) - 8) * y[b].qs[j] + ((blk.qs[j] >> 4) - 8) * y[b].qs[j + 16];
-        acc = fmaf((float)isum, eli_fp16_to_fp32(blk.d) * eli_fp16_to_fp32(y[b].d), acc);
+        union {
+            eli_block_q4_0 q4_0;
+            eli_block_q4_K q4_K;
+            eli_block_q6_K q6_K;
+        } blk;
+        int lane = 0;
+        const uint8_t *g = group_of(L, x, nrows, nb, r, b, &lane);
+        L->get(g, lane, &blk);
+        acc = L->dot(&blk, (const uint8_t *)y + (size_t)b * ys, acc);
     }
     return acc;
 }
 
-void eli_pack_gemv_q4_0_ref(int64_t n, int64_t rows, const void *x, size_t bx, const void *y, float *s) {
-    (void)bx;
-    for (int64_t r = 0; r < rows; r++) s[r] = q4_0_dot(x, rows, n / ELI_QK4_0, r, y);
-}
-
-void eli_pack_gemm_q4_0_ref(int64_t n, int nr, int nt, const void *x, size_t bx, const void *y, size_t by, float *s,
-                            size_t bs) {
-    (void)bx;
-    for (int t = 0; t < nt; t++)
-        for (int r = 0; r < nr; r++)
-            s[(size_t)t * bs + r] = q4_0_dot(x, nr, n / ELI_QK4_0, r, (const eli_block_q8_0 *)((const uint8_t *)y + t * by));
-}
+#define PACKED_REF(T)                                                                                              \
+    void eli_pack_gemv_##T##_ref(int64_t n, int64_t rows, const void *x, size_t bx, const void *y, float *s) {    \
+        (void)bx;                                                                                                  \
+        const pack_layout *L = layout_of(ELI_TYPE_##T);                                                            \
+        for (int64_t r = 0; r < rows; r++) s[r] = packed_dot(L, x, rows, n, r, y);                                 \
+    }                                                                                                              \
+    void eli_pack_gemm_##T##_ref(int64_t n, int nr, int nt, const void *x, size_t bx, const void *y, size_t by,  \
+                                 float *s, size_t bs) {                                                           \
+        (void)bx;                                                                                                  \
+        const pack_layout *L = layout_of(ELI_TYPE_##T);                                                            \
+        for (int t = 0; t < nt; t++)                                                                               \
+            for (int r = 0; r < nr; r++)                                                                           \
+                s[(size_t)t * bs + r] = packed_dot(L, x, nr, n, r, (const uint8_t *)y + (size_t)t * by);          \
+    }
+PACKED_REF(Q4_0)
+PACKED_REF(Q4_K)
+PACKED_REF(Q6_K)
 
 /* ---- a model's matrices into anonymous memory ---- */
 
@@ -121,6 +251,13 @@ static int model_matrices(eli_model *m, eli_weight **out) {
 }
 
 static size_t matrix_bytes(const eli_weight *w) { return (size_t)w->n_mat * (size_t)w->rows * w->row_bytes; }
+/* packed when the kernel table has packed kernels for it, else copied as it is */
+static int packs(const eli_kernels *k, const eli_weight *w) {
+    return k->packed_gemv[w->type] && eli_pack_supported(w->type, w->rows, w->cols);
+}
+static size_t copy_bytes(const eli_kernels *k, const eli_weight *w) {
+    return packs(k, w) ? (size_t)w->n_mat * (size_t)w->rows * eli_pack_row_bytes(w->type, w->cols) : matrix_bytes(w);
+}
 static size_t padded(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
 
 #define PACK_ALIGN ((size_t)2 << 20) /* huge page */
@@ -141,10 +278,12 @@ static void *pack_task(void *arg) {
         eli_weight *w = j->ws[i];
         const void *src = w->data;
         const size_t mat = (size_t)w->rows * w->row_bytes, bytes = matrix_bytes(w);
-        if (j->k->packed_gemv[w->type] && eli_pack_supported(w->type, w->rows, w->cols)) {
+        if (packs(j->k, w)) {
+            const size_t pmat = (size_t)w->rows * eli_pack_row_bytes(w->type, w->cols);
             for (int64_t e = 0; e < w->n_mat; e++)
-                eli_pack_q4_0((const uint8_t *)src + e * mat, w->rows, w->cols, j->dst[i] + e * mat);
+                eli_pack(w->type, (const uint8_t *)src + e * mat, w->rows, w->cols, j->dst[i] + e * pmat);
             w->packed = j->dst[i];
+            w->packed_row_bytes = eli_pack_row_bytes(w->type, w->cols);
         } else {
             memcpy(j->dst[i], src, bytes);
             w->data = j->dst[i];
@@ -161,6 +300,7 @@ int eli_model_pack(eli_model *m, eli_error *err) {
         return eli_fail(err, ELI_ERR_INVALID_ARG, "ELIZA_LLM_REPACK='%s': expected 0 (weights stay in the file mapping) or 1",
                         env);
     if (env && !strcmp(env, "0")) return ELI_OK;
+    const eli_kernels *k = eli_kernels_best();
     const int n_all = model_matrices(m, NULL);
     eli_weight **ws = malloc((size_t)n_all * sizeof *ws);
     uint8_t **dst = malloc((size_t)n_all * sizeof *dst);
@@ -174,7 +314,7 @@ int eli_model_pack(eli_model *m, eli_error *err) {
     for (int i = 0; i < n_all; i++)
         if (ws[i]->data) {
             ws[n++] = ws[i];
-            total += padded(matrix_bytes(ws[i]));
+            total += padded(copy_bytes(k, ws[i]));
         }
     /* Anonymous memory cannot be paged back to the file: a model larger than what the machine has free
      * stays in the mapping, where the kernel can evict and re-read it (slowly, but it runs). */
@@ -197,20 +337,19 @@ int eli_model_pack(eli_model *m, eli_error *err) {
     size_t off = 0;
     for (int i = 0; i < n; i++) {
         dst[i] = base + off;
-        off += padded(matrix_bytes(ws[i]));
+        off += padded(copy_bytes(k, ws[i]));
     }
     /* a few threads, each a contiguous share of the bytes: the first touch of the new pages (zeroing) is
      * most of the time */
     const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     const int nth = ncpu < 1 ? 1 : ncpu > PACK_THREADS ? PACK_THREADS : (int)ncpu;
-    const eli_kernels *k = eli_kernels_best();
     pack_job jobs[PACK_THREADS];
     pthread_t tid[PACK_THREADS];
     int started[PACK_THREADS] = {0}, i = 0;
     size_t done = 0;
     for (int t = 0; t < nth; t++) {
         jobs[t] = (pack_job){ws, dst, i, i, k, m->file};
-        while (i < n && (t == nth - 1 || done < total / (size_t)nth * (size_t)(t + 1))) done += padded(matrix_bytes(ws[i++]));
+        while (i < n && (t == nth - 1 || done < total / (size_t)nth * (size_t)(t + 1))) done += padded(copy_bytes(k, ws[i++]));
         jobs[t].i1 = i;
         if (t > 0) started[t] = pthread_create(&tid[t], NULL, pack_task, &jobs[t]) == 0;
         if (t > 0 && !started[t]) pack_task(&jobs[t]); /* no thread: this one does the share */

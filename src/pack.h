@@ -10,21 +10,30 @@
  * costs more than the dot itself for one token (measured: decode 0.76x of the row-major kernel), so the
  * transposition is paid once, at load.
  *
- * Q4_0 packed ("q4_0x16"): rows in groups of 16 (rows must be a multiple of 16); groups in runs of up to
- * ELI_PACK_RUN (4) consecutive groups, i.e. 64 rows, the last run of a matrix holding what is left. A
- * run of g groups stores, for every block column b in order, its g groups one after the other, each
- * ELI_PACK_Q4_0_BYTES (288) bytes:
- *   bytes 64k .. 64k+63 (k = 0..3): for r = 0..15, the qs bytes 4k..4k+3 of row r's block b
- *       (low nibbles: elements 4k..4k+3, high nibbles: elements 16+4k..16+4k+3);
- *   bytes 256 .. 287: the 16 rows' d (fp16), row r at 256 + 2r.
- * So a run is one linear stream (the decode reads it front to back), a run's byte size is exactly its
- * rows' row-major size and starts where its first row would (row r0 at r0 * row_bytes for r0 a multiple of
- * 64), and a matrix's packed copy is as large as the original.
+ * The layout: rows in groups of 16 (rows must be a multiple of 16); groups in runs of up to ELI_PACK_RUN
+ * (4) consecutive groups, i.e. 64 rows, the last run of a matrix holding what is left. A run of g groups
+ * stores, for every block column b in order, its g groups one after the other, each G bytes holding the
+ * 16 rows' block b with every field interleaved by row (lane r = row r of the group):
+ *   Q4_0 (G = 288):  qs dword k (0..3) of lane r at 64k + 4r (low nibbles: elements 4k..4k+3, high:
+ *                    16+4k..16+4k+3); d (fp16) at 256 + 2r;
+ *   Q4_K (G = 2368): d at 2r, dmin at 32 + 2r; sub-block j's (0..7) 6-bit scale at 64 + 16j + r and its
+ *                    min at 192 + 16j + r, one byte each (unpacked: 4 bytes more per row than the 12
+ *                    packed ones); qs dword k (0..31) at 320 + 64k + 4r;
+ *   Q6_K (G = 3360): d at 2r; scale j (0..15) at 32 + 16j + r; ql dword k (0..31) at 288 + 64k + 4r; qh
+ *                    dword k (0..15) at 2336 + 64k + 4r.
+ * So a run is one linear stream (the decode reads it front to back), and row r0 (a multiple of 64) starts
+ * at r0 * eli_pack_row_bytes: the row-major size for Q4_0 and Q6_K, 148 instead of 144 bytes per 256
+ * elements for Q4_K.
  *
- * The dot of the packed kernels, per row: acc = 0; for each block b in order:
- *   acc = fmaf((float)isum_b, d_x * d_y, acc),   isum_b = sum over the block of (q - 8) * y  (exact),
- * one FMA chain per row (ggml's scalar order, fused), not quants.c's 8 lanes: it is what a vector with a
- * row per lane computes. Every kernel table's packed kernels return exactly these floats (tests/test_kernels.c). */
+ * The dot of the packed kernels, per row, one FMA chain over the blocks in order (not quants.c's 8 lanes:
+ * it is what a vector with a row per lane computes), from acc = 0, the integer sums exact:
+ *   Q4_0: acc = fmaf((float)isum, d_x * d_y, acc),   isum = sum of (q - 8) * y over the block;
+ *   Q4_K: acc = fmaf((float)S, d_x * d_y, acc); acc = fmaf(-(dmin_x * d_y), (float)M, acc),
+ *         S = sum over sub-blocks j of sc_j * (sum of q * y), M = sum of m_j * (the activation's
+ *         bsums of sub-block j);
+ *   Q6_K: acc = fmaf((float)S, d_x * d_y, acc),   S = sum over j of sc_j * (sum of u * y - 32 * bsum_j),
+ *         u = q + 32 in [0, 63].
+ * Every kernel table's packed kernels return exactly these floats (tests/test_kernels.c). */
 #ifndef ELI_PACK_H
 #define ELI_PACK_H
 
@@ -37,22 +46,34 @@
 #define ELI_PACK_RUN 4    /* groups per run */
 #define ELI_PACK_ROWS (ELI_PACK_GROUP * ELI_PACK_RUN) /* rows per run: row ranges start at multiples of it */
 #define ELI_PACK_Q4_0_BYTES 288                       /* one block column of one group */
+#define ELI_PACK_Q4_K_BYTES 2368
+#define ELI_PACK_Q6_K_BYTES 3360
 
 struct eli_model;
 
-/* Whether a matrix of this type and shape can be packed (Q4_0, rows a multiple of 16, cols of 32). */
+/* Whether a matrix of this type and shape has a packed layout (Q4_0, Q4_K, Q6_K; rows a multiple of 16,
+ * cols of the block size). */
 int eli_pack_supported(uint32_t type, int64_t rows, int64_t cols);
-/* Packs one matrix of `rows` row-major rows of `cols` values from src into dst (as many bytes). */
-void eli_pack_q4_0(const void *src, int64_t rows, int64_t cols, void *dst);
-/* Row r of a packed matrix of `rows` rows, dequantized (cols floats into out). */
-void eli_pack_q4_0_dequantize_row(const void *packed, int64_t rows, int64_t cols, int64_t r, float *out);
+/* Bytes per row of the packed layout (a run of 64 rows starts at 64 * that); 0 when none. */
+size_t eli_pack_row_bytes(uint32_t type, int64_t cols);
+/* Packs one matrix of `rows` row-major rows of `cols` values from src into dst (rows * eli_pack_row_bytes). */
+void eli_pack(uint32_t type, const void *src, int64_t rows, int64_t cols, void *dst);
+/* Row r of a packed matrix of `rows` rows, dequantized (cols floats into out), exactly as the row-major
+ * row dequantizes. */
+void eli_pack_dequantize_row(uint32_t type, const void *packed, int64_t rows, int64_t cols, int64_t r, float *out);
 
 /* The scalar packed kernels (the reference table's, and what the SIMD ones are tested against), with the
  * signatures of kernels.h: x points at the start of a run (a row that is a multiple of ELI_PACK_ROWS), bx
- * is the row-major row size; rows is a multiple of ELI_PACK_ROWS or the rest of the matrix, and so is nr,
+ * is the packed row size; rows is a multiple of ELI_PACK_ROWS or the rest of the matrix, and so is nr,
  * which is at most ELI_PACK_ROWS (one run). */
-void eli_pack_gemv_q4_0_ref(int64_t n, int64_t rows, const void *x, size_t bx, const void *y, float *s);
-void eli_pack_gemm_q4_0_ref(int64_t n, int nr, int nt, const void *x, size_t bx, const void *y, size_t by, float *s,
+void eli_pack_gemv_Q4_0_ref(int64_t n, int64_t rows, const void *x, size_t bx, const void *y, float *s);
+void eli_pack_gemm_Q4_0_ref(int64_t n, int nr, int nt, const void *x, size_t bx, const void *y, size_t by, float *s,
+                            size_t bs);
+void eli_pack_gemv_Q4_K_ref(int64_t n, int64_t rows, const void *x, size_t bx, const void *y, float *s);
+void eli_pack_gemm_Q4_K_ref(int64_t n, int nr, int nt, const void *x, size_t bx, const void *y, size_t by, float *s,
+                            size_t bs);
+void eli_pack_gemv_Q6_K_ref(int64_t n, int64_t rows, const void *x, size_t bx, const void *y, float *s);
+void eli_pack_gemm_Q6_K_ref(int64_t n, int nr, int nt, const void *x, size_t bx, const void *y, size_t by, float *s,
                             size_t bs);
 
 /* Moves the matrices a forward pass multiplies with out of the file mapping into one anonymous allocation

@@ -321,7 +321,7 @@ static float make_qkx2_quants(int n, int nmax, const float *x, const float *weig
  * of sub-blocks 0..3 in their low 6 bits, bytes 4..7 the mins; sub-blocks 4..7 keep their low 4 bits in
  * bytes 8..11 (scale low nibble, min high nibble) and their top 2 bits in the spare top bits of bytes
  * 0..3 (scale) and 4..7 (min). */
-static inline void get_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
+void eli_q4_K_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
     if (j < 4) {
         *sc = q[j] & 63;
         *m = q[j + 4] & 63;
@@ -333,7 +333,7 @@ static inline void get_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_
 
 /* Inverse of get_scale_min_k4 for all 8 sub-blocks (in order j = 0..7, as the packing ORs into bytes
  * written by earlier iterations). */
-static void set_scales_mins_k4(uint8_t *scales, const uint8_t ls[8], const uint8_t lm[8]) {
+void eli_q4_K_set_scales_mins(uint8_t *scales, const uint8_t ls[8], const uint8_t lm[8]) {
     for (int j = 0; j < 8; ++j) {
         if (j < 4) {
             scales[j] = ls[j];
@@ -951,7 +951,7 @@ static void quantize_row_q4_K(const float *x, void *dst, int64_t k) {
             ls[j] = (uint8_t)imin(63, (uint8_t)nearest_int(inv_scale * scales[j]));
             lm[j] = (uint8_t)imin(63, (uint8_t)nearest_int(inv_min * mins[j]));
         }
-        set_scales_mins_k4(b.scales, ls, lm);
+        eli_q4_K_set_scales_mins(b.scales, ls, lm);
         b.d = eli_fp32_to_fp16(max_scale / 63.f);
         b.dmin = eli_fp32_to_fp16(max_min / 63.f);
 
@@ -959,7 +959,7 @@ static void quantize_row_q4_K(const float *x, void *dst, int64_t k) {
          * rounded to zero keeps the levels make_qkx2_quants chose. */
         for (int j = 0; j < ELI_QK_K / 32; ++j) {
             uint8_t sc, m;
-            get_scale_min_k4(j, b.scales, &sc, &m);
+            eli_q4_K_scale_min(j, b.scales, &sc, &m);
             const float d = fp16_load(&b.d) * (float)sc;
             if (d == 0.0f) continue;
             const float dm = fp16_load(&b.dmin) * (float)m;
@@ -990,9 +990,9 @@ static void dequantize_row_q4_K(const void *src, float *y, int64_t k) {
         int is = 0;
         for (int j = 0; j < ELI_QK_K; j += 64, q += 32, is += 2) {
             uint8_t sc, m;
-            get_scale_min_k4(is + 0, b.scales, &sc, &m);
+            eli_q4_K_scale_min(is + 0, b.scales, &sc, &m);
             const float d1 = d * (float)sc, m1 = min * (float)m;
-            get_scale_min_k4(is + 1, b.scales, &sc, &m);
+            eli_q4_K_scale_min(is + 1, b.scales, &sc, &m);
             const float d2 = d * (float)sc, m2 = min * (float)m;
             for (int l = 0; l < 32; ++l) *y++ = d1 * (float)(q[l] & 0xF) - m1;
             for (int l = 0; l < 32; ++l) *y++ = d2 * (float)(q[l] >> 4) - m2;
@@ -1058,7 +1058,7 @@ static float vec_dot_q4_K_q8_K(int64_t n, const void *vx, const void *vy) {
             for (int l = 0; l < 32; ++l) a[64 * j + 32 + l] = (int8_t)(x.qs[32 * j + l] >> 4);
         }
         uint8_t sc[8], mn[8];
-        for (int j = 0; j < 8; ++j) get_scale_min_k4(j, x.scales, &sc[j], &mn[j]);
+        for (int j = 0; j < 8; ++j) eli_q4_K_scale_min(j, x.scales, &sc[j], &mn[j]);
 
         /* Min lanes: lane l = m_l times the activation sum of sub-block l. */
         int32_t min32[8];
@@ -1108,13 +1108,13 @@ static void quantize_row_q5_K(const float *x, void *dst, int64_t k) {
             ls[j] = (uint8_t)imin(63, (uint8_t)nearest_int(inv_scale * scales[j]));
             lm[j] = (uint8_t)imin(63, (uint8_t)nearest_int(inv_min * mins[j]));
         }
-        set_scales_mins_k4(b.scales, ls, lm);
+        eli_q4_K_set_scales_mins(b.scales, ls, lm);
         b.d = eli_fp32_to_fp16(max_scale / 63.f);
         b.dmin = eli_fp32_to_fp16(max_min / 63.f);
 
         for (int j = 0; j < ELI_QK_K / 32; ++j) {
             uint8_t sc, m;
-            get_scale_min_k4(j, b.scales, &sc, &m);
+            eli_q4_K_scale_min(j, b.scales, &sc, &m);
             const float d = fp16_load(&b.d) * (float)sc;
             if (d == 0.0f) continue;
             const float dm = fp16_load(&b.dmin) * (float)m;
@@ -1163,9 +1163,9 @@ static void dequantize_row_q5_K(const void *src, float *y, int64_t k) {
         unsigned u1 = 1, u2 = 2;
         for (int j = 0; j < ELI_QK_K; j += 64, ql += 32, is += 2, u1 <<= 2, u2 <<= 2) {
             uint8_t sc, m;
-            get_scale_min_k4(is + 0, b.scales, &sc, &m);
+            eli_q4_K_scale_min(is + 0, b.scales, &sc, &m);
             const float d1 = d * (float)sc, m1 = min * (float)m;
-            get_scale_min_k4(is + 1, b.scales, &sc, &m);
+            eli_q4_K_scale_min(is + 1, b.scales, &sc, &m);
             const float d2 = d * (float)sc, m2 = min * (float)m;
             for (int l = 0; l < 32; ++l) *y++ = d1 * (float)((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
             for (int l = 0; l < 32; ++l) *y++ = d2 * (float)((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
@@ -1193,7 +1193,7 @@ static float vec_dot_q5_K_q8_K(int64_t n, const void *vx, const void *vy) {
             m <<= 1;
         }
         uint8_t sc[8], mn[8];
-        for (int j = 0; j < 8; ++j) get_scale_min_k4(j, x.scales, &sc[j], &mn[j]);
+        for (int j = 0; j < 8; ++j) eli_q4_K_scale_min(j, x.scales, &sc[j], &mn[j]);
 
         int32_t min32[8];
         for (int l = 0; l < 8; ++l) min32[l] = mn[l] * (y.bsums[2 * l] + y.bsums[2 * l + 1]);

@@ -121,6 +121,11 @@ eli_fp16 eli_fp32_to_fp16(float f);
 float eli_bf16_to_fp32(eli_bf16 h);
 eli_bf16 eli_fp32_to_bf16(float f);
 
+/* Q4_K / Q5_K: sub-block j's (0..7) 6-bit scale and min from a block's 12 scale bytes; and all 8 of both
+ * packed into the 12 bytes (scales[] need not be cleared first). */
+void eli_q4_K_scale_min(int j, const uint8_t *scales, uint8_t *sc, uint8_t *m);
+void eli_q4_K_set_scales_mins(uint8_t *scales, const uint8_t ls[8], const uint8_t lm[8]);
+
 /* Generic entry points over the traits table (type must be supported). */
 void eli_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
 void eli_quantize_row(uint32_t type, const float *src, void *dst, int64_t n);

@@ -126,103 +126,159 @@ static void check_gemm(const eli_kernels *K, const eli_kernels *R) {
     }
 }
 
-/* pack.h's dot order, computed here from the row-major blocks: one fused chain per row over the blocks'
+/* pack.h's dot orders, computed here from the row-major blocks: one fused chain per row over the blocks'
  * exact integer sums */
-static float serial_dot_q4_0(int64_t n, const eli_block_q4_0 *x, const eli_block_q8_0 *y) {
+static float serial_dot(uint32_t t, int64_t n, const void *vx, const void *vy) {
     float acc = 0.0f;
-    for (int64_t b = 0; b < n / 32; b++) {
-        int32_t isum = 0;
-        for (int j = 0; j < 16; j++)
-            isum += ((x[b].qs[j] & 0x0F) - 8) * y[b].qs[j] + ((x[b].qs[j] >> 4) - 8) * y[b].qs[j + 16];
-        acc = fmaf((float)isum, eli_fp16_to_fp32(x[b].d) * eli_fp16_to_fp32(y[b].d), acc);
+    if (t == ELI_TYPE_Q4_0) {
+        const eli_block_q4_0 *x = vx;
+        const eli_block_q8_0 *y = vy;
+        for (int64_t b = 0; b < n / 32; b++) {
+            int32_t isum = 0;
+            for (int j = 0; j < 16; j++)
+                isum += ((x[b].qs[j] & 0x0F) - 8) * y[b].qs[j] + ((x[b].qs[j] >> 4) - 8) * y[b].qs[j + 16];
+            acc = fmaf((float)isum, eli_fp16_to_fp32(x[b].d) * eli_fp16_to_fp32(y[b].d), acc);
+        }
+        return acc;
+    }
+    const eli_block_q8_K *y = vy;
+    for (int64_t b = 0; b < n / 256; b++) {
+        int32_t S = 0, M = 0;
+        if (t == ELI_TYPE_Q4_K) {
+            const eli_block_q4_K *x = (const eli_block_q4_K *)vx + b;
+            for (int j = 0; j < 8; j++) {
+                uint8_t sc, m;
+                eli_q4_K_scale_min(j, x->scales, &sc, &m);
+                int32_t isum = 0, ysum = 0;
+                for (int l = 0; l < 32; l++) {
+                    const int q = j % 2 ? x->qs[32 * (j / 2) + l] >> 4 : x->qs[32 * (j / 2) + l] & 0x0F;
+                    isum += q * y[b].qs[32 * j + l];
+                    ysum += y[b].qs[32 * j + l];
+                }
+                S += sc * isum;
+                M += m * ysum;
+            }
+            acc = fmaf((float)S, eli_fp16_to_fp32(x->d) * y[b].d, acc);
+            acc = fmaf(-(eli_fp16_to_fp32(x->dmin) * y[b].d), (float)M, acc);
+        } else {
+            const eli_block_q6_K *x = (const eli_block_q6_K *)vx + b;
+            float v[256]; /* the dequantized values are d * sc * q: recover q from them */
+            eli_dequantize_row(ELI_TYPE_Q6_K, x, v, 256);
+            const float d = eli_fp16_to_fp32(x->d);
+            for (int j = 0; j < 16; j++) {
+                int32_t isum = 0;
+                for (int l = 0; l < 16; l++) {
+                    const float dd = d * (float)x->scales[j];
+                    const int q = dd != 0.0f ? (int)lrintf(v[16 * j + l] / dd) : 0;
+                    isum += q * y[b].qs[16 * j + l];
+                }
+                S += x->scales[j] * isum;
+            }
+            acc = fmaf((float)S, d * y[b].d, acc);
+        }
     }
     return acc;
 }
 
-/* The packed Q4_0 kernels (pack.h): for matrices of 16 .. 176 rows (runs of 1-4 groups), decode over
- * every range of runs and prefill for every run and token count 1..ELI_KERNEL_MAX_NT, each (row, token)
- * bit for bit the serial dot above, nothing written outside the call's outputs; a packed row dequantizes
- * to the original row. Token 0 is the extreme -128 in every quant (beyond what the quantizer makes),
- * row 0 the extreme nibble 0. */
+/* The packed kernels (pack.h) of Q4_0, Q4_K and Q6_K: for matrices of 16 .. 176 rows (runs of 1-4
+ * groups), decode over every range of runs and prefill for every run and token count 1..ELI_KERNEL_MAX_NT,
+ * each (row, token) bit for bit the serial dot above, nothing written outside the call's outputs; a packed
+ * row dequantizes to the original row. Token 0 is the extreme -128 in every quant (beyond what the
+ * quantizer makes), row 0 constant. */
 static void check_packed(const eli_kernels *K) {
-    if (!K->packed_gemv[ELI_TYPE_Q4_0]) return;
-    CHECK(K->packed_gemm[ELI_TYPE_Q4_0] != NULL, "%s: packed gemv without gemm", K->name);
-    const int64_t row_counts[] = {16, 32, 48, 176}, mult[] = {1, 2, 3, 9, 33, 70};
-    int bad = 0, bad_canary = 0, bad_row = 0, calls = 0;
-    for (size_t ri = 0; ri < sizeof row_counts / sizeof row_counts[0]; ri++)
-        for (size_t mi = 0; mi < sizeof mult / sizeof mult[0]; mi++) {
-            const int64_t rows = row_counts[ri], n = 32 * mult[mi], nb = n / 32;
-            const int toks = ELI_KERNEL_MAX_NT + 3;
-            const size_t wrs = eli_row_size(ELI_TYPE_Q4_0, n), ars = eli_row_size(ELI_TYPE_Q8_0, n);
-            float *xf = malloc(sizeof(float) * (size_t)n);
-            uint8_t *wq = malloc(wrs * (size_t)rows), *wp = malloc(wrs * (size_t)rows), *aq = malloc(ars * (size_t)toks);
-            for (int64_t r = 0; r < rows; r++) {
-                fill(xf, n, (int)(mi + r));
-                if (r == 0)
-                    for (int64_t i = 0; i < n; i++) xf[i] = -1.0f; /* nibble 0: q - 8 = -8 */
-                eli_quantize_row(ELI_TYPE_Q4_0, xf, wq + (size_t)r * wrs, n);
-            }
-            for (int k = 0; k < toks; k++) {
-                fill(xf, n, (int)mi + 3 * k + 1);
-                K->quantize[ELI_TYPE_Q8_0](xf, aq + (size_t)k * ars, n);
-            }
-            for (int64_t b = 0; b < nb; b++) memset(((eli_block_q8_0 *)aq)[b].qs, 0x80, 32);
-            eli_pack_q4_0(wq, rows, n, wp);
-            for (int64_t r = 0; r < rows; r++) {
-                float *a = malloc(sizeof(float) * (size_t)n), *e = malloc(sizeof(float) * (size_t)n);
-                eli_dequantize_row(ELI_TYPE_Q4_0, wq + (size_t)r * wrs, e, n);
-                eli_pack_q4_0_dequantize_row(wp, rows, n, r, a);
-                bad_row += memcmp(a, e, sizeof(float) * (size_t)n) != 0;
-                free(a), free(e);
-            }
-            float *ref = malloc(sizeof(float) * (size_t)(rows * toks)), *got = malloc(sizeof(float) * (size_t)(rows * toks));
-            for (int k = 0; k < toks; k++)
-                for (int64_t r = 0; r < rows; r++)
-                    ref[k * rows + r] = serial_dot_q4_0(n, (const eli_block_q4_0 *)(wq + (size_t)r * wrs),
-                                                        (const eli_block_q8_0 *)(aq + (size_t)k * ars));
-            /* decode: rows [r0, rows) for every run start r0, against token 1 */
-            for (int64_t r0 = 0; r0 < rows; r0 += ELI_PACK_ROWS) {
-                for (int64_t i = 0; i < rows * toks; i++) got[i] = -12345.0f;
-                K->packed_gemv[ELI_TYPE_Q4_0](n, rows - r0, wp + (size_t)r0 * wrs, wrs, aq + ars, got + rows + r0);
-                calls++;
-                for (int64_t i = 0; i < rows * toks; i++) {
-                    const int in = i >= rows + r0 && i < 2 * rows;
-                    if (!in) bad_canary += got[i] != -12345.0f;
-                    else if (memcmp(&got[i], &ref[i], sizeof(float)) && bad++ < 3)
-                        fprintf(stderr, "  %s packed gemv rows=%lld n=%lld row %lld: %.9g, serial %.9g\n", K->name,
-                                (long long)rows, (long long)n, (long long)(i - rows), got[i], ref[i]);
+    static const uint32_t types[] = {ELI_TYPE_Q4_0, ELI_TYPE_Q4_K, ELI_TYPE_Q6_K};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const uint32_t t = types[ti], at = eli_type_info(t)->vec_dot_type;
+        if (!K->packed_gemv[t]) continue;
+        CHECK(K->packed_gemm[t] != NULL, "%s: %s packed gemv without gemm", K->name, eli_type_name(t));
+        const int qk = (int)eli_type_info(t)->block_size;
+        const int64_t row_counts[] = {16, 32, 48, 176}, mult[] = {1, 2, 3, 9, 33, 70};
+        int bad = 0, bad_canary = 0, bad_row = 0, calls = 0;
+        for (size_t ri = 0; ri < sizeof row_counts / sizeof row_counts[0]; ri++)
+            for (size_t mi = 0; mi < sizeof mult / sizeof mult[0]; mi++) {
+                const int64_t rows = row_counts[ri], n = qk * mult[mi];
+                if (n > 4608) continue;
+                const int toks = ELI_KERNEL_MAX_NT + 3;
+                const size_t wrs = eli_row_size(t, n), prs = eli_pack_row_bytes(t, n), ars = eli_row_size(at, n);
+                float *xf = malloc(sizeof(float) * (size_t)n), *a = malloc(sizeof(float) * (size_t)n),
+                      *e = malloc(sizeof(float) * (size_t)n);
+                uint8_t *wq = malloc(wrs * (size_t)rows), *wp = malloc(prs * (size_t)rows), *aq = malloc(ars * (size_t)toks);
+                for (int64_t r = 0; r < rows; r++) {
+                    fill(xf, n, (int)(mi + r));
+                    if (r == 0)
+                        for (int64_t i = 0; i < n; i++) xf[i] = -1.0f;
+                    eli_quantize_row(t, xf, wq + (size_t)r * wrs, n);
                 }
-            }
-            /* prefill: each run, tokens [k0, k0 + nt) */
-            for (int64_t r0 = 0; r0 < rows; r0 += ELI_PACK_ROWS) {
-                const int nr = (int)(rows - r0 < ELI_PACK_ROWS ? rows - r0 : ELI_PACK_ROWS);
-                for (int nt = 1; nt <= ELI_KERNEL_MAX_NT; nt++) {
-                    const int k0 = nt % (toks - nt + 1);
-                    for (int64_t i = 0; i < rows * toks; i++) got[i] = -12345.0f;
-                    K->packed_gemm[ELI_TYPE_Q4_0](n, nr, nt, wp + (size_t)r0 * wrs, wrs, aq + (size_t)k0 * ars, ars,
-                                                  got + k0 * rows + r0, (size_t)rows);
-                    calls++;
-                    for (int k = 0; k < toks; k++)
-                        for (int64_t r = 0; r < rows; r++) {
-                            const int in = k >= k0 && k < k0 + nt && r >= r0 && r < r0 + nr;
-                            const float g = got[k * rows + r];
-                            if (!in) bad_canary += g != -12345.0f;
-                            else if (memcmp(&g, &ref[k * rows + r], sizeof g) && bad++ < 3)
-                                fprintf(stderr, "  %s packed gemm rows=%lld n=%lld %dx%d row %lld token %d: %.9g, serial %.9g\n",
-                                        K->name, (long long)rows, (long long)n, nr, nt, (long long)r, k, g,
-                                        ref[k * rows + r]);
+                for (int k = 0; k < toks; k++) {
+                    fill(xf, n, (int)mi + 3 * k + 1);
+                    K->quantize[at](xf, aq + (size_t)k * ars, n);
+                }
+                if (at == ELI_TYPE_Q8_0) {
+                    for (int64_t b = 0; b < n / 32; b++) memset(((eli_block_q8_0 *)aq)[b].qs, 0x80, 32);
+                } else {
+                    for (int64_t b = 0; b < n / 256; b++) {
+                        eli_block_q8_K *y = (eli_block_q8_K *)aq + b;
+                        memset(y->qs, 0x80, 256);
+                        for (int j = 0; j < 16; j++) y->bsums[j] = -128 * 16;
+                    }
+                }
+                eli_pack(t, wq, rows, n, wp);
+                for (int64_t r = 0; r < rows; r++) {
+                    eli_dequantize_row(t, wq + (size_t)r * wrs, e, n);
+                    eli_pack_dequantize_row(t, wp, rows, n, r, a);
+                    bad_row += memcmp(a, e, sizeof(float) * (size_t)n) != 0;
+                }
+                float *ref = malloc(sizeof(float) * (size_t)(rows * toks)), *got = malloc(sizeof(float) * (size_t)(rows * toks));
+                for (int k = 0; k < toks; k++)
+                    for (int64_t r = 0; r < rows; r++)
+                        ref[k * rows + r] = serial_dot(t, n, wq + (size_t)r * wrs, aq + (size_t)k * ars);
+                /* decode: rows [r0, rows) for every run start r0, against tokens 0 and 1 */
+                for (int k = 0; k < 2; k++)
+                    for (int64_t r0 = 0; r0 < rows; r0 += ELI_PACK_ROWS) {
+                        for (int64_t i = 0; i < rows * toks; i++) got[i] = -12345.0f;
+                        K->packed_gemv[t](n, rows - r0, wp + (size_t)r0 * prs, prs, aq + (size_t)k * ars, got + k * rows + r0);
+                        calls++;
+                        for (int64_t i = 0; i < rows * toks; i++) {
+                            const int in = i >= k * rows + r0 && i < (k + 1) * rows;
+                            if (!in) bad_canary += got[i] != -12345.0f;
+                            else if (memcmp(&got[i], &ref[i], sizeof(float)) && bad++ < 3)
+                                fprintf(stderr, "  %s %s packed gemv rows=%lld n=%lld token %d row %lld: %.9g, serial %.9g\n",
+                                        K->name, eli_type_name(t), (long long)rows, (long long)n, k,
+                                        (long long)(i - k * rows), got[i], ref[i]);
                         }
+                    }
+                /* prefill: each run, tokens [k0, k0 + nt) */
+                for (int64_t r0 = 0; r0 < rows; r0 += ELI_PACK_ROWS) {
+                    const int nr = (int)(rows - r0 < ELI_PACK_ROWS ? rows - r0 : ELI_PACK_ROWS);
+                    for (int nt = 1; nt <= ELI_KERNEL_MAX_NT; nt++) {
+                        const int k0 = nt % (toks - nt + 1);
+                        for (int64_t i = 0; i < rows * toks; i++) got[i] = -12345.0f;
+                        K->packed_gemm[t](n, nr, nt, wp + (size_t)r0 * prs, prs, aq + (size_t)k0 * ars, ars,
+                                          got + k0 * rows + r0, (size_t)rows);
+                        calls++;
+                        for (int k = 0; k < toks; k++)
+                            for (int64_t r = 0; r < rows; r++) {
+                                const int in = k >= k0 && k < k0 + nt && r >= r0 && r < r0 + nr;
+                                const float g = got[k * rows + r];
+                                if (!in) bad_canary += g != -12345.0f;
+                                else if (memcmp(&g, &ref[k * rows + r], sizeof g) && bad++ < 3)
+                                    fprintf(stderr, "  %s %s packed gemm rows=%lld n=%lld %dx%d row %lld token %d: %.9g, serial %.9g\n",
+                                            K->name, eli_type_name(t), (long long)rows, (long long)n, nr, nt,
+                                            (long long)r, k, g, ref[k * rows + r]);
+                            }
+                    }
                 }
+                free(xf), free(a), free(e), free(wq), free(wp), free(aq), free(ref), free(got);
             }
-            free(xf), free(wq), free(wp), free(aq), free(ref), free(got);
-        }
-    printf("  Q4_0  packed: %d calls, %d results differ from the serial dot, %d stray writes, %d rows unpack wrong\n",
-           calls, bad, bad_canary, bad_row);
-    CHECK(bad == 0 && bad_canary == 0 && bad_row == 0, "%s: packed Q4_0: %d differ, %d stray writes, %d bad rows",
-          K->name, bad, bad_canary, bad_row);
+        printf("  %-5s packed: %d calls, %d results differ from the serial dot, %d stray writes, %d rows unpack wrong\n",
+               eli_type_name(t), calls, bad, bad_canary, bad_row);
+        CHECK(bad == 0 && bad_canary == 0 && bad_row == 0, "%s: packed %s: %d differ, %d stray writes, %d bad rows",
+              K->name, eli_type_name(t), bad, bad_canary, bad_row);
+    }
     CHECK(eli_pack_supported(ELI_TYPE_Q4_0, 32, 64) && !eli_pack_supported(ELI_TYPE_Q4_0, 24, 64) &&
-              !eli_pack_supported(ELI_TYPE_Q4_0, 32, 48) && !eli_pack_supported(ELI_TYPE_Q8_0, 32, 64),
-          "eli_pack_supported: Q4_0 with rows a multiple of 16 and cols of 32 only");
+              !eli_pack_supported(ELI_TYPE_Q4_0, 32, 48) && !eli_pack_supported(ELI_TYPE_Q8_0, 32, 64) &&
+              eli_pack_supported(ELI_TYPE_Q6_K, 16, 512) && !eli_pack_supported(ELI_TYPE_Q4_K, 16, 128),
+          "eli_pack_supported: Q4_0 / Q4_K / Q6_K with rows a multiple of 16 and whole blocks only");
 }
 
 static void check_table(const eli_kernels *K, const eli_kernels *R) {
