@@ -292,7 +292,7 @@ ELI_X86_GEMM32(q5_0, eli_block_q5_0, eli_block_q8_0, gx_t, gx_q5_0, gy_t, gy_off
 ELI_X86_GEMM32(q4_1, eli_block_q4_1, eli_block_q8_1, gx_t, gx_q4_1, gy_t, gy_plain_q8_1, GP_U, G32_RM, G32_NT, 1)
 ELI_X86_GEMM32(q5_1, eli_block_q5_1, eli_block_q8_1, gx_t, gx_q5_1, gy_t, gy_plain_q8_1, GP_U, G32_RM, G32_NT, 1)
 
-/* packed Q4_0 (pack.h, kernels_x86_q4.h): half a packed group, 8 rows, per 256-bit vector, 1 x 4 prefill
+/* packed Q4_0 (pack.h, kernels_x86_packed.h): half a packed group, 8 rows, per 256-bit vector, 1 x 4 prefill
  * tiles (h6: 3% faster than 2 x 2). A dword group of 8 rows is one VPMADDUBSW of the unsigned nibbles u
  * (<= 15) with the broadcast activation dword y: int16 pair sums u0 y0 + u1 y1, |.| <= 2 * 15 * 128 =
  * 3840, no saturation; the 8 groups' pair sums are added in int16, |.| <= 8 * 3840 = 30720 < 32768, exact
@@ -304,13 +304,20 @@ typedef __m256 q4vf;
 #define Q4_TR 1
 #define Q4_TT 4
 #define q4_raw(p, h) loadu256((p) + 32 * (h))
-#define q4_d(g, h) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((g) + 256 + 16 * (h))))
+#define pk_f16(p, h) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((p) + 16 * (h))))
+#define pk_u8(p, h) _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)((p) + 8 * (h))))
+#define pk_s8(p, h) _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)((p) + 8 * (h))))
+/* K-quants: u8 * s8 pair sums (|.| <= 2 * 63 * 128, no saturation) to int32 at once */
+#define PK_DOT4(a, w, p)                                                                                          \
+    _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(w, _mm256_set1_epi32(q4_ld32(p))), _mm256_set1_epi16(1)))
 #define Q4V(op) _mm256_##op
 #define Q4_AND _mm256_and_si256
+#define Q4_OR _mm256_or_si256
+#define Q4_ZERO _mm256_setzero_si256
 #define Q4_ACC0(o) _mm256_setzero_si256()
 #define Q4_STEP(a, w, p) _mm256_add_epi16(a, _mm256_maddubs_epi16(w, _mm256_set1_epi32(q4_ld32(p))))
 #define Q4_END(a, o) _mm256_add_epi32(_mm256_madd_epi16(a, _mm256_set1_epi16(1)), _mm256_set1_epi32(o))
-#include "kernels_x86_q4.h"
+#include "kernels_x86_packed.h"
 
 /* the decode kernels (kernels_x86.h) */
 ELI_X86_ROWS32(q4_0, eli_block_q4_0, eli_block_q8_0, gx_q4_0, gy_t, gy_off8, GP_OFF, 0)
@@ -711,8 +718,8 @@ const eli_kernels eli_kernels_avx2_table = {
             [ELI_TYPE_Q5_K] = GEMM_RM,
             [ELI_TYPE_Q6_K] = GEMM_RM,
         },
-    .packed_gemv = {[ELI_TYPE_Q4_0] = packed_gemv_q4_0},
-    .packed_gemm = {[ELI_TYPE_Q4_0] = packed_gemm_q4_0},
+    .packed_gemv = {[ELI_TYPE_Q4_0] = packed_gemv_q4_0, [ELI_TYPE_Q4_K] = packed_gemv_q4_K, [ELI_TYPE_Q6_K] = packed_gemv_q6_K},
+    .packed_gemm = {[ELI_TYPE_Q4_0] = packed_gemm_q4_0, [ELI_TYPE_Q4_K] = packed_gemm_q4_K, [ELI_TYPE_Q6_K] = packed_gemm_q6_K},
     .quantize =
         {
             [ELI_TYPE_Q8_0] = quantize_q8_0,

@@ -77,7 +77,7 @@ ELI_X86_GEMM32(q4_0, eli_block_q4_0, eli_block_q8_0, __m256i, ux_q4_0, yp512_t, 
 ELI_X86_GEMM32(q5_0, eli_block_q5_0, eli_block_q8_0, __m256i, ux_q5_0, yp512_t, YP_OFF16, PAIR_VNNI, 8, 2, 0)
 ELI_X86_GEMM32(q8_0, eli_block_q8_0, eli_block_q8_0, __m256i, ux_q8_0, yp512_t, YP_OFF128, PAIR_VNNI, 8, 2, 0)
 
-/* packed Q4_0 (pack.h, kernels_x86_q4.h): a packed group's 16 rows per 512-bit vector, 2 x 4 prefill tiles
+/* packed Q4_0 (pack.h, kernels_x86_packed.h): a packed group's 16 rows per 512-bit vector, 2 x 4 prefill tiles
  * (8 int32 and 8 float accumulators; h6 measured 2 x 2: 89, 1 x 8: 95-121, 2 x 4: 122 GMAC/s on the
  * transposing kernel); a dword group is one VPDPBUSD, the activation dword broadcast from memory once for
  * the tile's two row vectors */
@@ -87,13 +87,18 @@ typedef __m512 q4vf;
 #define Q4_TR 2
 #define Q4_TT 4
 #define q4_raw(p, h) ((void)(h), _mm512_loadu_si512(p))
-#define q4_d(g, h) ((void)(h), _mm512_cvtph_ps(loadu256((g) + 256)))
+#define pk_f16(p, h) ((void)(h), _mm512_cvtph_ps(loadu256(p)))
+#define pk_u8(p, h) ((void)(h), _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p))))
+#define pk_s8(p, h) ((void)(h), _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p))))
+#define PK_DOT4(a, w, p) _mm512_dpbusd_epi32(a, w, _mm512_set1_epi32(q4_ld32(p)))
 #define Q4V(op) _mm512_##op
 #define Q4_AND _mm512_and_si512
+#define Q4_OR _mm512_or_si512
+#define Q4_ZERO _mm512_setzero_si512
 #define Q4_ACC0(o) _mm512_set1_epi32(o)
 #define Q4_STEP(a, w, p) _mm512_dpbusd_epi32(a, w, _mm512_set1_epi32(q4_ld32(p)))
 #define Q4_END(a, o) (a)
-#include "kernels_x86_q4.h"
+#include "kernels_x86_packed.h"
 
 /* ---------------------------------------------------------------------------------------------------
  * K-quants (Q4_K, Q5_K, Q6_K against Q8_K): the reference's lanes (quants.c, klanes_chunk) as in
@@ -202,8 +207,8 @@ const eli_kernels eli_kernels_avx512_table = {
                 [ELI_TYPE_Q4_0] = ELI_KERNEL_MAX_GEMM_NR, [ELI_TYPE_Q5_0] = ELI_KERNEL_MAX_GEMM_NR,
                 [ELI_TYPE_Q8_0] = ELI_KERNEL_MAX_GEMM_NR, [ELI_TYPE_Q4_K] = KRM, [ELI_TYPE_Q5_K] = KRM,
                 [ELI_TYPE_Q6_K] = KRM},
-    .packed_gemv = {[ELI_TYPE_Q4_0] = packed_gemv_q4_0},
-    .packed_gemm = {[ELI_TYPE_Q4_0] = packed_gemm_q4_0},
+    .packed_gemv = {[ELI_TYPE_Q4_0] = packed_gemv_q4_0, [ELI_TYPE_Q4_K] = packed_gemv_q4_K, [ELI_TYPE_Q6_K] = packed_gemv_q6_K},
+    .packed_gemm = {[ELI_TYPE_Q4_0] = packed_gemm_q4_0, [ELI_TYPE_Q4_K] = packed_gemm_q4_K, [ELI_TYPE_Q6_K] = packed_gemm_q6_K},
 };
 
 #else

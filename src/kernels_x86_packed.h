@@ -1,0 +1,294 @@
+/* The packed kernels of the x86 tables (kernels_avx2.c, kernels_avx512.c), one template for both: the
+ * layouts and the dot orders of pack.h (Q4_0, Q4_K, Q6_K), one serial FMA chain per row. Not a public
+ * header. Q4_0 first; the K-quants at the end.
+ *
+ * Lane r of a vector of Q4_W rows (AVX-512: 16 = one packed group, AVX2: 8 = half a group) holds row r's
+ * chain. Per block and dword group k (0..7) the vector of the rows' four nibbles of elements 4k..4k+3 is
+ * one load of 64 (32) packed bytes and a mask (k < 4: low nibbles of qs dword k; k >= 4: the high ones
+ * of dword k - 4); against the activation's dword k broadcast to every lane it gives each row its
+ * 4-element sum in one instruction (AVX-512: VPDPBUSD accumulating in int32 from -8 * (sum of the
+ * activation block), which folds the nibbles' offset in; AVX2: VPMADDUBSW, the 8 groups' int16 pair sums
+ * added in int16 and one VPMADDWD at the end, then the offset). The float work of a block is then one
+ * convert, one multiply and one FMA per Q4_W rows.
+ *
+ * The including file defines, before including this:
+ *   Q4_W                   rows per vector; q4vi / q4vf its integer and float vector types
+ *   Q4_TR, Q4_TT           the prefill register tile: Q4_TR row vectors x Q4_TT tokens
+ *   q4_raw(p, h)           the packed bytes of this vector's rows at p (a dword group of a group), h the
+ *                          vector's half of its group (always 0 when Q4_W = 16)
+ *   pk_f16(p, h)           the vector's rows' fp16 field at p (a group's 16 values) as floats
+ *   pk_u8(p, h), pk_s8(p, h)   the vector's rows' byte field at p (16 bytes), zero / sign extended to int32
+ *   PK_DOT4(a, w, p)       a + the 4-element sums of the unsigned bytes of w with the activation's 4 bytes at p,
+ *                          in int32 (the K-quants)
+ *   Q4V(op)                the intrinsic _mm512_op / _mm256_op (the operations whose names differ only so)
+ *   Q4_AND, Q4_OR, Q4_ZERO and_si512 / and_si256, or_, setzero_
+ *   Q4_ACC0(o), Q4_STEP(a, w, p), Q4_END(a, o)   a block's integer sums: start (o = -8 * the activation
+ *                          block's sum), one dword group (w the weights, p the activation's 4 bytes), the
+ *                          per-row int32 result (q4_ld32(p): those 4 bytes as an int32) */
+#ifndef ELI_KERNELS_X86_Q4_H
+#define ELI_KERNELS_X86_Q4_H
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels_x86.h"
+#include "pack.h"
+#include "quants.h"
+
+static inline int32_t q4_ld32(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+#define Q4_VG (ELI_PACK_GROUP / Q4_W) /* vectors per packed group */
+#define Q4_GV (ELI_PACK_ROWS / Q4_W)  /* vectors per run */
+
+typedef struct {
+    q4vi w[8]; /* dword groups: lane r = row r's nibbles of elements 4k..4k+3 */
+    q4vf d;    /* lane r = row r's d */
+} q4_blk;
+
+/* blocks per prefill chunk: a run's unpacked chunk (64 rows x 8 blocks: 18 KiB) stays in L1 while all
+ * token tiles pass over it (h6's measurement on the transposing kernel: 8 blocks 125 GMAC/s against 123
+ * with 16 and 122 with 32) */
+#define Q4_CHUNK 8
+_Static_assert(Q4_GV % Q4_TR == 0 && ELI_KERNEL_MAX_NT % Q4_TT == 0 && Q4_TT > 1, "the tiles must divide a call");
+
+/* vector v's weights of the block column at p (its run's ng groups' packed bytes) */
+static inline __attribute__((always_inline)) void q4_unpack(const uint8_t *p, int v, q4_blk *b) {
+    const uint8_t *g = p + (size_t)(v / Q4_VG) * ELI_PACK_Q4_0_BYTES;
+    const int h = v % Q4_VG;
+    const q4vi m = Q4V(set1_epi8)(0x0F);
+    for (int k = 0; k < 4; k++) {
+        const q4vi raw = q4_raw(g + 64 * k, h);
+        b->w[k] = Q4_AND(raw, m);
+        b->w[k + 4] = Q4_AND(Q4V(srli_epi16)(raw, 4), m);
+    }
+    b->d = pk_f16(g + 256, h);
+}
+
+/* -8 * the sum of an activation block's 32 quants */
+static inline int32_t q4_yoff(const eli_block_q8_0 *y) {
+    const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(loadu256(y->qs), _mm256_set1_epi8((char)0x80)),
+                                      _mm256_setzero_si256()); /* 4 sums of q + 128 */
+    __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    t = _mm_add_epi64(t, _mm_unpackhi_epi64(t, t));
+    return -8 * (_mm_cvtsi128_si32(t) - 32 * 128);
+}
+
+/* TR row vectors (from v0) x TT tokens (from t0) over the chunk's cn blocks (c0..), their chains loaded
+ * from and stored back to acc (TR x TT is Q4_TR x Q4_TT or less for prefill, all of a run's vectors x 1
+ * for decode) */
+static inline __attribute__((always_inline)) void q4_tile(const int TR, const int TT, int cn, int64_t c0,
+                                                          const q4_blk wb[][Q4_GV], int v0,
+                                                          const eli_block_q8_0 *const yt[], int t0,
+                                                          const int32_t yo[][ELI_KERNEL_MAX_NT],
+                                                          const float dy[][ELI_KERNEL_MAX_NT],
+                                                          q4vf acc[][ELI_KERNEL_MAX_NT]) {
+    q4vf f[Q4_GV][Q4_TT];
+    for (int v = 0; v < TR; v++)
+        for (int t = 0; t < TT; t++) f[v][t] = acc[v0 + v][t0 + t];
+    for (int i = 0; i < cn; i++) {
+        const q4_blk *b = &wb[i][v0];
+        q4vi a[Q4_GV][Q4_TT];
+        for (int v = 0; v < TR; v++)
+            for (int t = 0; t < TT; t++) a[v][t] = Q4_ACC0(yo[i][t0 + t]);
+        for (int k = 0; k < 8; k++)
+            for (int t = 0; t < TT; t++) {
+                const int8_t *p = yt[t0 + t][c0 + i].qs + 4 * k;
+                for (int v = 0; v < TR; v++) a[v][t] = Q4_STEP(a[v][t], b[v].w[k], p);
+            }
+        for (int t = 0; t < TT; t++) {
+            const q4vf d = Q4V(set1_ps)(dy[i][t0 + t]);
+            for (int v = 0; v < TR; v++)
+                f[v][t] = Q4V(fmadd_ps)(Q4V(cvtepi32_ps)(Q4_END(a[v][t], yo[i][t0 + t])), Q4V(mul_ps)(b[v].d, d),
+                                        f[v][t]);
+        }
+    }
+    for (int v = 0; v < TR; v++)
+        for (int t = 0; t < TT; t++) acc[v0 + v][t0 + t] = f[v][t];
+}
+
+/* the accumulated chains of nv row vectors x nt tokens into s (token t's row r at s[t * bs + r]) */
+static inline void q4_store(int nv, int nt, q4vf acc[][ELI_KERNEL_MAX_NT], float *s, size_t bs) {
+    for (int v = 0; v < nv; v++)
+        for (int t = 0; t < nt; t++) Q4V(storeu_ps)(s + (size_t)t * bs + v * Q4_W, acc[v][t]);
+}
+
+/* Prefill: one run of nr rows (a multiple of 16, at most 64) x nt tokens. Per chunk of Q4_CHUNK blocks the
+ * run's weights are unpacked once into wb, then every token tile passes over the chunk. Tokens past nt
+ * repeat the last one (memory that exists); their results are dropped. */
+static void packed_gemm_q4_0(int64_t n, int nr, int nt, const void *vx, size_t bx, const void *vy, size_t by,
+                             float *s, size_t bs) {
+    (void)bx;
+    const int64_t nb = n / 32;
+    const int ng = nr / ELI_PACK_GROUP, nv = ng * Q4_VG, ntp = (nt + Q4_TT - 1) / Q4_TT * Q4_TT;
+    const uint8_t *x = vx;
+    const eli_block_q8_0 *yt[ELI_KERNEL_MAX_NT];
+    for (int t = 0; t < ntp; t++)
+        yt[t] = (const eli_block_q8_0 *)((const uint8_t *)vy + (size_t)(t < nt ? t : nt - 1) * by);
+    q4vf acc[Q4_GV][ELI_KERNEL_MAX_NT];
+    for (int v = 0; v < nv; v++)
+        for (int t = 0; t < ntp; t++) acc[v][t] = Q4V(setzero_ps)();
+    for (int64_t c0 = 0; c0 < nb; c0 += Q4_CHUNK) {
+        const int cn = (int)(nb - c0 < Q4_CHUNK ? nb - c0 : Q4_CHUNK);
+        q4_blk wb[Q4_CHUNK][Q4_GV];
+        int32_t yo[Q4_CHUNK][ELI_KERNEL_MAX_NT];
+        float dy[Q4_CHUNK][ELI_KERNEL_MAX_NT];
+        for (int i = 0; i < cn; i++) {
+            const uint8_t *p = x + (size_t)(c0 + i) * (size_t)ng * ELI_PACK_Q4_0_BYTES;
+            for (int v = 0; v < nv; v++) q4_unpack(p, v, &wb[i][v]);
+            for (int t = 0; t < ntp; t++) {
+                yo[i][t] = q4_yoff(yt[t] + c0 + i);
+                dy[i][t] = h2f(&yt[t][c0 + i].d);
+            }
+        }
+        for (int t0 = 0; t0 < ntp; t0 += Q4_TT) {
+            int v0 = 0;
+            for (; v0 + Q4_TR <= nv; v0 += Q4_TR) q4_tile(Q4_TR, Q4_TT, cn, c0, wb, v0, yt, t0, yo, dy, acc);
+            for (; v0 < nv; v0++) q4_tile(1, Q4_TT, cn, c0, wb, v0, yt, t0, yo, dy, acc);
+        }
+    }
+    q4_store(nv, nt, acc, s, bs);
+}
+
+/* Decode: the runs one after the other, each read front to back as one stream (its block columns in
+ * order), all of a run's row vectors' chains advancing together block by block. */
+static void packed_gemv_q4_0(int64_t n, int64_t rows, const void *vx, size_t bx, const void *vy, float *s) {
+    const int64_t nb = n / 32;
+    const eli_block_q8_0 *y = vy;
+    const eli_block_q8_0 *const yt[1] = {y};
+    for (int64_t r0 = 0; r0 < rows; r0 += ELI_PACK_ROWS) {
+        const int ng = (int)(rows - r0 < ELI_PACK_ROWS ? (rows - r0) / ELI_PACK_GROUP : ELI_PACK_RUN);
+        const int nv = ng * Q4_VG;
+        const uint8_t *x = (const uint8_t *)vx + (size_t)r0 * bx;
+        const size_t col = (size_t)ng * ELI_PACK_Q4_0_BYTES;
+        q4vf acc[Q4_GV][ELI_KERNEL_MAX_NT];
+        for (int v = 0; v < nv; v++) acc[v][0] = Q4V(setzero_ps)();
+        for (int64_t ib = 0; ib < nb; ib++) {
+            const uint8_t *p = x + (size_t)ib * col;
+            for (size_t l = 0; l < col; l += 64) _mm_prefetch((const char *)(p + 8 * col + l), _MM_HINT_T0);
+            q4_blk wb[1][Q4_GV];
+            for (int v = 0; v < nv; v++) q4_unpack(p, v, &wb[0][v]);
+            const int32_t yo[1][ELI_KERNEL_MAX_NT] = {{q4_yoff(y + ib)}};
+            const float dy[1][ELI_KERNEL_MAX_NT] = {{h2f(&y[ib].d)}};
+            if (nv == Q4_GV) q4_tile(Q4_GV, 1, 1, ib, wb, 0, yt, 0, yo, dy, acc);
+            else
+                for (int v = 0; v < nv; v++) q4_tile(1, 1, 1, ib, wb, v, yt, 0, yo, dy, acc);
+        }
+        q4_store(nv, 1, acc, s + r0, 0);
+    }
+}
+
+/* ---- K-quants: one super-block of one row vector against one activation block ---- */
+
+/* Q4_K: S = sum over sub-blocks j of sc_j * (q . y over j), M = sum of m_j * (y's sum over j) */
+static inline __attribute__((always_inline)) void pk_q4_K_sums(const uint8_t *g, int h, const eli_block_q8_K *y,
+                                                               q4vi *S, q4vi *M) {
+    const q4vi m = Q4V(set1_epi8)(0x0F);
+    q4vi s = Q4_ZERO(), mm = Q4_ZERO();
+    for (int c = 0; c < 4; c++) {
+        q4vi lo = Q4_ZERO(), hi = Q4_ZERO();
+        for (int i = 0; i < 8; i++) {
+            const q4vi raw = q4_raw(g + 320 + 64 * (8 * c + i), h);
+            lo = PK_DOT4(lo, Q4_AND(raw, m), y->qs + 64 * c + 4 * i);
+            hi = PK_DOT4(hi, Q4_AND(Q4V(srli_epi16)(raw, 4), m), y->qs + 64 * c + 32 + 4 * i);
+        }
+        s = Q4V(add_epi32)(s, Q4V(mullo_epi32)(lo, pk_u8(g + 64 + 16 * (2 * c), h)));
+        s = Q4V(add_epi32)(s, Q4V(mullo_epi32)(hi, pk_u8(g + 64 + 16 * (2 * c + 1), h)));
+    }
+    for (int j = 0; j < 8; j++)
+        mm = Q4V(add_epi32)(mm, Q4V(mullo_epi32)(pk_u8(g + 192 + 16 * j, h),
+                                                 Q4V(set1_epi32)(y->bsums[2 * j] + y->bsums[2 * j + 1])));
+    *S = s, *M = mm;
+}
+
+/* Q6_K: S = sum over the 16 sub-blocks j of sc_j * (u . y over j - 32 * y's sum over j), u = q + 32 from
+ * the ql nibble and the qh bit pair (pack.h) */
+static inline __attribute__((always_inline)) q4vi pk_q6_K_sum(const uint8_t *g, int h, const eli_block_q8_K *y) {
+    const q4vi m4 = Q4V(set1_epi8)(0x0F), m2 = Q4V(set1_epi8)(0x30);
+    q4vi s = Q4_ZERO();
+    for (int hh = 0; hh < 2; hh++) {
+        q4vi a[8]; /* sub-blocks 8hh + jj */
+        for (int jj = 0; jj < 8; jj++) a[jj] = Q4V(set1_epi32)(-32 * y->bsums[8 * hh + jj]);
+        for (int i = 0; i < 8; i++) {
+            const q4vi qh = q4_raw(g + 2336 + 64 * (8 * hh + i), h);
+            const q4vi l1 = q4_raw(g + 288 + 64 * (16 * hh + i), h), l2 = q4_raw(g + 288 + 64 * (16 * hh + 8 + i), h);
+            const int8_t *yq = y->qs + 128 * hh + 4 * i;
+            /* elements 128hh + 4i (+32, +64, +96): the qh pair at bits 0-1 (2-3, 4-5, 6-7) over bits 4-5 */
+            const int jq = i / 4;
+            a[jq] = PK_DOT4(a[jq], Q4_OR(Q4_AND(l1, m4), Q4_AND(Q4V(slli_epi16)(qh, 4), m2)), yq);
+            a[2 + jq] = PK_DOT4(a[2 + jq], Q4_OR(Q4_AND(l2, m4), Q4_AND(Q4V(slli_epi16)(qh, 2), m2)), yq + 32);
+            a[4 + jq] = PK_DOT4(a[4 + jq], Q4_OR(Q4_AND(Q4V(srli_epi16)(l1, 4), m4), Q4_AND(qh, m2)), yq + 64);
+            a[6 + jq] = PK_DOT4(a[6 + jq], Q4_OR(Q4_AND(Q4V(srli_epi16)(l2, 4), m4), Q4_AND(Q4V(srli_epi16)(qh, 2), m2)),
+                                yq + 96);
+        }
+        for (int jj = 0; jj < 8; jj++) s = Q4V(add_epi32)(s, Q4V(mullo_epi32)(a[jj], pk_s8(g + 32 + 16 * (8 * hh + jj), h)));
+    }
+    return s;
+}
+
+/* one super-block of row vector v (its run's block column at p, ng groups) into the chain f, token y */
+static inline __attribute__((always_inline)) q4vf pk_q4_K_step(const uint8_t *p, int v, const eli_block_q8_K *y, q4vf f) {
+    const uint8_t *g = p + (size_t)(v / Q4_VG) * ELI_PACK_Q4_K_BYTES;
+    const int h = v % Q4_VG;
+    q4vi S, M;
+    pk_q4_K_sums(g, h, y, &S, &M);
+    const q4vf dy = Q4V(set1_ps)(y->d);
+    f = Q4V(fmadd_ps)(Q4V(cvtepi32_ps)(S), Q4V(mul_ps)(pk_f16(g, h), dy), f);
+    return Q4V(fnmadd_ps)(Q4V(cvtepi32_ps)(M), Q4V(mul_ps)(pk_f16(g + 32, h), dy), f);
+}
+
+static inline __attribute__((always_inline)) q4vf pk_q6_K_step(const uint8_t *p, int v, const eli_block_q8_K *y, q4vf f) {
+    const uint8_t *g = p + (size_t)(v / Q4_VG) * ELI_PACK_Q6_K_BYTES;
+    const int h = v % Q4_VG;
+    const q4vi S = pk_q6_K_sum(g, h, y);
+    return Q4V(fmadd_ps)(Q4V(cvtepi32_ps)(S), Q4V(mul_ps)(pk_f16(g, h), Q4V(set1_ps)(y->d)), f);
+}
+
+/* Decode and prefill of a K-quant: the runs' super-blocks in order, each row vector's chain advanced by
+ * one super-block per token (prefill: the run's bytes of a super-block stay in L1 for all the call's tokens) */
+#define ELI_X86_PACKED_K(NAME, GBYTES, STEP)                                                                          \
+    static void packed_gemv_##NAME(int64_t n, int64_t rows, const void *vx, size_t bx, const void *vy, float *s) {   \
+        const int64_t nb = n / 256;                                                                                   \
+        const eli_block_q8_K *y = vy;                                                                                 \
+        for (int64_t r0 = 0; r0 < rows; r0 += ELI_PACK_ROWS) {                                                        \
+            const int ng = (int)(rows - r0 < ELI_PACK_ROWS ? (rows - r0) / ELI_PACK_GROUP : ELI_PACK_RUN);             \
+            const int nv = ng * Q4_VG;                                                                                \
+            const uint8_t *x = (const uint8_t *)vx + (size_t)r0 * bx;                                                 \
+            const size_t col = (size_t)ng * (GBYTES);                                                                 \
+            q4vf acc[Q4_GV];                                                                                          \
+            for (int v = 0; v < nv; v++) acc[v] = Q4V(setzero_ps)();                                                  \
+            for (int64_t ib = 0; ib < nb; ib++) {                                                                     \
+                const uint8_t *p = x + (size_t)ib * col;                                                              \
+                for (size_t l = 0; l < col; l += 64) _mm_prefetch((const char *)(p + col + l), _MM_HINT_T0);     \
+                for (int v = 0; v < nv; v++) acc[v] = STEP(p, v, y + ib, acc[v]);                                      \
+            }                                                                                                         \
+            for (int v = 0; v < nv; v++) Q4V(storeu_ps)(s + r0 + v * Q4_W, acc[v]);                                   \
+        }                                                                                                             \
+    }                                                                                                                 \
+    static void packed_gemm_##NAME(int64_t n, int nr, int nt, const void *vx, size_t bx, const void *vy, size_t by,  \
+                                   float *s, size_t bs) {                                                             \
+        (void)bx;                                                                                                     \
+        const int64_t nb = n / 256;                                                                                   \
+        const int ng = nr / ELI_PACK_GROUP, nv = ng * Q4_VG;                                                          \
+        const size_t col = (size_t)ng * (GBYTES);                                                                     \
+        q4vf acc[Q4_GV][ELI_KERNEL_MAX_NT];                                                                           \
+        for (int v = 0; v < nv; v++)                                                                                  \
+            for (int t = 0; t < nt; t++) acc[v][t] = Q4V(setzero_ps)();                                               \
+        for (int64_t ib = 0; ib < nb; ib++) {                                                                         \
+            const uint8_t *p = (const uint8_t *)vx + (size_t)ib * col;                                                \
+            for (int t = 0; t < nt; t++) {                                                                            \
+                const eli_block_q8_K *y = (const eli_block_q8_K *)((const uint8_t *)vy + (size_t)t * by) + ib;       \
+                for (int v = 0; v < nv; v++) acc[v][t] = STEP(p, v, y, acc[v][t]);                                     \
+            }                                                                                                         \
+        }                                                                                                             \
+        q4_store(nv, nt, acc, s, bs);                                                                                 \
+    }
+
+ELI_X86_PACKED_K(q4_K, ELI_PACK_Q4_K_BYTES, pk_q4_K_step)
+ELI_X86_PACKED_K(q6_K, ELI_PACK_Q6_K_BYTES, pk_q6_K_step)
+
+#endif
