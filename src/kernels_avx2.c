@@ -306,8 +306,7 @@ typedef __m256 q4vf;
 #define q4_raw(p, h) loadu256((p) + 32 * (h))
 #define pk_f16(p, h) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((p) + 16 * (h))))
 #define pk_u8(p, h) _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)((p) + 8 * (h))))
-#define pk_s8(p, h) _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)((p) + 8 * (h))))
-/* K-quants: u8 * s8 pair sums (|.| <= 2 * 63 * 128, no saturation) to int32 at once */
+/* K-quants: u8 * s8 pair sums (|.| <= 2 * 15 * 128, no saturation) to int32 at once */
 #define PK_DOT4(a, w, p)                                                                                          \
     _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(w, _mm256_set1_epi32(q4_ld32(p))), _mm256_set1_epi16(1)))
 #define Q4V(op) _mm256_##op
@@ -718,8 +717,8 @@ const eli_kernels eli_kernels_avx2_table = {
             [ELI_TYPE_Q5_K] = GEMM_RM,
             [ELI_TYPE_Q6_K] = GEMM_RM,
         },
-    .packed_gemv = {[ELI_TYPE_Q4_0] = packed_gemv_q4_0, [ELI_TYPE_Q4_K] = packed_gemv_q4_K, [ELI_TYPE_Q6_K] = packed_gemv_q6_K},
-    .packed_gemm = {[ELI_TYPE_Q4_0] = packed_gemm_q4_0, [ELI_TYPE_Q4_K] = packed_gemm_q4_K, [ELI_TYPE_Q6_K] = packed_gemm_q6_K},
+    .packed_gemv = {[ELI_TYPE_Q4_0] = packed_gemv_q4_0, [ELI_TYPE_Q4_K] = packed_gemv_q4_K},
+    .packed_gemm = {[ELI_TYPE_Q4_0] = packed_gemm_q4_0, [ELI_TYPE_Q4_K] = packed_gemm_q4_K},
     .quantize =
         {
             [ELI_TYPE_Q8_0] = quantize_q8_0,

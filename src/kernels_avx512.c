@@ -89,7 +89,6 @@ typedef __m512 q4vf;
 #define q4_raw(p, h) ((void)(h), _mm512_loadu_si512(p))
 #define pk_f16(p, h) ((void)(h), _mm512_cvtph_ps(loadu256(p)))
 #define pk_u8(p, h) ((void)(h), _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p))))
-#define pk_s8(p, h) ((void)(h), _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p))))
 #define PK_DOT4(a, w, p) _mm512_dpbusd_epi32(a, w, _mm512_set1_epi32(q4_ld32(p)))
 #define Q4V(op) _mm512_##op
 #define Q4_AND _mm512_and_si512
@@ -207,8 +206,8 @@ const eli_kernels eli_kernels_avx512_table = {
                 [ELI_TYPE_Q4_0] = ELI_KERNEL_MAX_GEMM_NR, [ELI_TYPE_Q5_0] = ELI_KERNEL_MAX_GEMM_NR,
                 [ELI_TYPE_Q8_0] = ELI_KERNEL_MAX_GEMM_NR, [ELI_TYPE_Q4_K] = KRM, [ELI_TYPE_Q5_K] = KRM,
                 [ELI_TYPE_Q6_K] = KRM},
-    .packed_gemv = {[ELI_TYPE_Q4_0] = packed_gemv_q4_0, [ELI_TYPE_Q4_K] = packed_gemv_q4_K, [ELI_TYPE_Q6_K] = packed_gemv_q6_K},
-    .packed_gemm = {[ELI_TYPE_Q4_0] = packed_gemm_q4_0, [ELI_TYPE_Q4_K] = packed_gemm_q4_K, [ELI_TYPE_Q6_K] = packed_gemm_q6_K},
+    .packed_gemv = {[ELI_TYPE_Q4_0] = packed_gemv_q4_0, [ELI_TYPE_Q4_K] = packed_gemv_q4_K},
+    .packed_gemm = {[ELI_TYPE_Q4_0] = packed_gemm_q4_0, [ELI_TYPE_Q4_K] = packed_gemm_q4_K},
 };
 
 #else

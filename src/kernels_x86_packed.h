@@ -1,5 +1,5 @@
 /* The packed kernels of the x86 tables (kernels_avx2.c, kernels_avx512.c), one template for both: the
- * layouts and the dot orders of pack.h (Q4_0, Q4_K, Q6_K), one serial FMA chain per row. Not a public
+ * layouts and the dot orders of pack.h (Q4_0, Q4_K), one serial FMA chain per row. Not a public
  * header. Q4_0 first; the K-quants at the end.
  *
  * Lane r of a vector of Q4_W rows (AVX-512: 16 = one packed group, AVX2: 8 = half a group) holds row r's
@@ -17,7 +17,7 @@
  *   q4_raw(p, h)           the packed bytes of this vector's rows at p (a dword group of a group), h the
  *                          vector's half of its group (always 0 when Q4_W = 16)
  *   pk_f16(p, h)           the vector's rows' fp16 field at p (a group's 16 values) as floats
- *   pk_u8(p, h), pk_s8(p, h)   the vector's rows' byte field at p (16 bytes), zero / sign extended to int32
+ *   pk_u8(p, h)            the vector's rows' byte field at p (16 bytes), zero extended to int32
  *   PK_DOT4(a, w, p)       a + the 4-element sums of the unsigned bytes of w with the activation's 4 bytes at p,
  *                          in int32 (the K-quants)
  *   Q4V(op)                the intrinsic _mm512_op / _mm256_op (the operations whose names differ only so)
@@ -205,31 +205,6 @@ static inline __attribute__((always_inline)) void pk_q4_K_sums(const uint8_t *g,
     *S = s, *M = mm;
 }
 
-/* Q6_K: S = sum over the 16 sub-blocks j of sc_j * (u . y over j - 32 * y's sum over j), u = q + 32 from
- * the ql nibble and the qh bit pair (pack.h) */
-static inline __attribute__((always_inline)) q4vi pk_q6_K_sum(const uint8_t *g, int h, const eli_block_q8_K *y) {
-    const q4vi m4 = Q4V(set1_epi8)(0x0F), m2 = Q4V(set1_epi8)(0x30);
-    q4vi s = Q4_ZERO();
-    for (int hh = 0; hh < 2; hh++) {
-        q4vi a[8]; /* sub-blocks 8hh + jj */
-        for (int jj = 0; jj < 8; jj++) a[jj] = Q4V(set1_epi32)(-32 * y->bsums[8 * hh + jj]);
-        for (int i = 0; i < 8; i++) {
-            const q4vi qh = q4_raw(g + 2336 + 64 * (8 * hh + i), h);
-            const q4vi l1 = q4_raw(g + 288 + 64 * (16 * hh + i), h), l2 = q4_raw(g + 288 + 64 * (16 * hh + 8 + i), h);
-            const int8_t *yq = y->qs + 128 * hh + 4 * i;
-            /* elements 128hh + 4i (+32, +64, +96): the qh pair at bits 0-1 (2-3, 4-5, 6-7) over bits 4-5 */
-            const int jq = i / 4;
-            a[jq] = PK_DOT4(a[jq], Q4_OR(Q4_AND(l1, m4), Q4_AND(Q4V(slli_epi16)(qh, 4), m2)), yq);
-            a[2 + jq] = PK_DOT4(a[2 + jq], Q4_OR(Q4_AND(l2, m4), Q4_AND(Q4V(slli_epi16)(qh, 2), m2)), yq + 32);
-            a[4 + jq] = PK_DOT4(a[4 + jq], Q4_OR(Q4_AND(Q4V(srli_epi16)(l1, 4), m4), Q4_AND(qh, m2)), yq + 64);
-            a[6 + jq] = PK_DOT4(a[6 + jq], Q4_OR(Q4_AND(Q4V(srli_epi16)(l2, 4), m4), Q4_AND(Q4V(srli_epi16)(qh, 2), m2)),
-                                yq + 96);
-        }
-        for (int jj = 0; jj < 8; jj++) s = Q4V(add_epi32)(s, Q4V(mullo_epi32)(a[jj], pk_s8(g + 32 + 16 * (8 * hh + jj), h)));
-    }
-    return s;
-}
-
 /* one super-block of row vector v (its run's block column at p, ng groups) into the chain f, token y */
 static inline __attribute__((always_inline)) q4vf pk_q4_K_step(const uint8_t *p, int v, const eli_block_q8_K *y, q4vf f) {
     const uint8_t *g = p + (size_t)(v / Q4_VG) * ELI_PACK_Q4_K_BYTES;
@@ -241,14 +216,7 @@ static inline __attribute__((always_inline)) q4vf pk_q4_K_step(const uint8_t *p,
     return Q4V(fnmadd_ps)(Q4V(cvtepi32_ps)(M), Q4V(mul_ps)(pk_f16(g + 32, h), dy), f);
 }
 
-static inline __attribute__((always_inline)) q4vf pk_q6_K_step(const uint8_t *p, int v, const eli_block_q8_K *y, q4vf f) {
-    const uint8_t *g = p + (size_t)(v / Q4_VG) * ELI_PACK_Q6_K_BYTES;
-    const int h = v % Q4_VG;
-    const q4vi S = pk_q6_K_sum(g, h, y);
-    return Q4V(fmadd_ps)(Q4V(cvtepi32_ps)(S), Q4V(mul_ps)(pk_f16(g, h), Q4V(set1_ps)(y->d)), f);
-}
-
-/* Decode and prefill of a K-quant: the runs' super-blocks in order, each row vector's chain advanced by
+/* Decode and prefill of Q4_K: the runs' super-blocks in order, each row vector's chain advanced by
  * one super-block per token (prefill: the run's bytes of a super-block stay in L1 for all the call's tokens) */
 #define ELI_X86_PACKED_K(NAME, GBYTES, STEP)                                                                          \
     static void packed_gemv_##NAME(int64_t n, int64_t rows, const void *vx, size_t bx, const void *vy, float *s) {   \
@@ -289,6 +257,5 @@ static inline __attribute__((always_inline)) q4vf pk_q6_K_step(const uint8_t *p,
     }
 
 ELI_X86_PACKED_K(q4_K, ELI_PACK_Q4_K_BYTES, pk_q4_K_step)
-ELI_X86_PACKED_K(q6_K, ELI_PACK_Q6_K_BYTES, pk_q6_K_step)
 
 #endif

@@ -55,23 +55,6 @@ static void get_q4_K(const uint8_t *g, int r, void *blk) {
     for (int k = 0; k < 32; k++) memcpy(b->qs + 4 * k, g + 320 + 64 * k + 4 * r, 4);
 }
 
-/* Q6_K: d at 2r, sub-block j's (0..15) scale at 32 + 16j + r, ql dword k (0..31) at 288 + 64k + 4r, qh
- * dword k (0..15) at 2336 + 64k + 4r */
-static void put_q6_K(const void *blk, uint8_t *g, int r) {
-    const eli_block_q6_K *b = blk;
-    memcpy(g + 2 * r, &b->d, 2);
-    for (int j = 0; j < 16; j++) g[32 + 16 * j + r] = (uint8_t)b->scales[j];
-    for (int k = 0; k < 32; k++) memcpy(g + 288 + 64 * k + 4 * r, b->ql + 4 * k, 4);
-    for (int k = 0; k < 16; k++) memcpy(g + 2336 + 64 * k + 4 * r, b->qh + 4 * k, 4);
-}
-static void get_q6_K(const uint8_t *g, int r, void *blk) {
-    eli_block_q6_K *b = blk;
-    memcpy(&b->d, g + 2 * r, 2);
-    for (int j = 0; j < 16; j++) b->scales[j] = (int8_t)g[32 + 16 * j + r];
-    for (int k = 0; k < 32; k++) memcpy(b->ql + 4 * k, g + 288 + 64 * k + 4 * r, 4);
-    for (int k = 0; k < 16; k++) memcpy(b->qh + 4 * k, g + 2336 + 64 * k + 4 * r, 4);
-}
-
 /* ---- the dot order of the packed kernels, one block (pack.h) ---- */
 
 static float dot_q4_0(const void *blk, const void *yb, float acc) {
@@ -101,23 +84,6 @@ static float dot_q4_K(const void *blk, const void *yb, float acc) {
     return fmaf(-(eli_fp16_to_fp32(x->dmin) * y->d), (float)M, acc);
 }
 
-static float dot_q6_K(const void *blk, const void *yb, float acc) {
-    const eli_block_q6_K *x = blk;
-    const eli_block_q8_K *y = yb;
-    int32_t S = 0;
-    for (int j = 0; j < 16; j++) {
-        int32_t isum = -32 * y->bsums[j];
-        for (int l = 0; l < 16; l++) {
-            const int e = 16 * j + l, h = e / 128, w = e % 128;
-            const uint8_t ql = x->ql[64 * h + w % 64];
-            const int u = (w >= 64 ? ql >> 4 : ql & 0x0F) | (((x->qh[32 * h + w % 32] >> (2 * (w / 32))) & 3) << 4);
-            isum += u * y->qs[e];
-        }
-        S += x->scales[j] * isum;
-    }
-    return fmaf((float)S, eli_fp16_to_fp32(x->d) * y->d, acc);
-}
-
 typedef struct {
     uint32_t type, act;                  /* the weight type and its activation format */
     int qk;                              /* elements per block */
@@ -130,10 +96,8 @@ typedef struct {
 static const pack_layout layouts[] = {
     {ELI_TYPE_Q4_0, ELI_TYPE_Q8_0, ELI_QK4_0, ELI_PACK_Q4_0_BYTES, put_q4_0, get_q4_0, dot_q4_0},
     {ELI_TYPE_Q4_K, ELI_TYPE_Q8_K, ELI_QK_K, ELI_PACK_Q4_K_BYTES, put_q4_K, get_q4_K, dot_q4_K},
-    {ELI_TYPE_Q6_K, ELI_TYPE_Q8_K, ELI_QK_K, ELI_PACK_Q6_K_BYTES, put_q6_K, get_q6_K, dot_q6_K},
 };
 _Static_assert(ELI_PACK_Q4_0_BYTES == ELI_PACK_GROUP * sizeof(eli_block_q4_0) &&
-                   ELI_PACK_Q6_K_BYTES == ELI_PACK_GROUP * sizeof(eli_block_q6_K) &&
                    ELI_PACK_Q4_K_BYTES == ELI_PACK_GROUP * (sizeof(eli_block_q4_K) + 4),
                "the groups hold their rows' blocks (Q4_K's scales unpacked: 4 bytes more per row)");
 
@@ -182,7 +146,6 @@ void eli_pack_dequantize_row(uint32_t type, const void *packed, int64_t rows, in
         union {
             eli_block_q4_0 q4_0;
             eli_block_q4_K q4_K;
-            eli_block_q6_K q6_K;
         } blk;
         int lane = 0;
         const uint8_t *g = group_of(L, packed, rows, nb, r, b, &lane);
@@ -200,7 +163,6 @@ static float packed_dot(const pack_layout *L, const uint8_t *x, int64_t nrows, i
         union {
             eli_block_q4_0 q4_0;
             eli_block_q4_K q4_K;
-            eli_block_q6_K q6_K;
         } blk;
         int lane = 0;
         const uint8_t *g = group_of(L, x, nrows, nb, r, b, &lane);
@@ -226,7 +188,6 @@ static float packed_dot(const pack_layout *L, const uint8_t *x, int64_t nrows, i
     }
 PACKED_REF(Q4_0)
 PACKED_REF(Q4_K)
-PACKED_REF(Q6_K)
 
 /* ---- a model's matrices into anonymous memory ---- */
 

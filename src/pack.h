@@ -19,20 +19,18 @@
  *   Q4_K (G = 2368): d at 2r, dmin at 32 + 2r; sub-block j's (0..7) 6-bit scale at 64 + 16j + r and its
  *                    min at 192 + 16j + r, one byte each (unpacked: 4 bytes more per row than the 12
  *                    packed ones); qs dword k (0..31) at 320 + 64k + 4r;
- *   Q6_K (G = 3360): d at 2r; scale j (0..15) at 32 + 16j + r; ql dword k (0..31) at 288 + 64k + 4r; qh
- *                    dword k (0..15) at 2336 + 64k + 4r.
  * So a run is one linear stream (the decode reads it front to back), and row r0 (a multiple of 64) starts
- * at r0 * eli_pack_row_bytes: the row-major size for Q4_0 and Q6_K, 148 instead of 144 bytes per 256
- * elements for Q4_K.
+ * at r0 * eli_pack_row_bytes: the row-major size for Q4_0, 148 instead of 144 bytes per 256 elements for
+ * Q4_K. (Q6_K had a packed layout too, with kernels bit-identical to its scalar ones, but they measured
+ * slower than the row-major Q6_K kernels, whose decode was not compute-bound: E2B Q4_K_M pp256 88 against
+ * 103-106 tok/s, tg64 17.3-18.5 against 19.7-20.5; commit "Packed Q4_K and Q6_K kernels" has them.)
  *
  * The dot of the packed kernels, per row, one FMA chain over the blocks in order (not quants.c's 8 lanes:
  * it is what a vector with a row per lane computes), from acc = 0, the integer sums exact:
  *   Q4_0: acc = fmaf((float)isum, d_x * d_y, acc),   isum = sum of (q - 8) * y over the block;
  *   Q4_K: acc = fmaf((float)S, d_x * d_y, acc); acc = fmaf(-(dmin_x * d_y), (float)M, acc),
  *         S = sum over sub-blocks j of sc_j * (sum of q * y), M = sum of m_j * (the activation's
- *         bsums of sub-block j);
- *   Q6_K: acc = fmaf((float)S, d_x * d_y, acc),   S = sum over j of sc_j * (sum of u * y - 32 * bsum_j),
- *         u = q + 32 in [0, 63].
+ *         bsums of sub-block j).
  * Every kernel table's packed kernels return exactly these floats (tests/test_kernels.c). */
 #ifndef ELI_PACK_H
 #define ELI_PACK_H
@@ -47,11 +45,10 @@
 #define ELI_PACK_ROWS (ELI_PACK_GROUP * ELI_PACK_RUN) /* rows per run: row ranges start at multiples of it */
 #define ELI_PACK_Q4_0_BYTES 288                       /* one block column of one group */
 #define ELI_PACK_Q4_K_BYTES 2368
-#define ELI_PACK_Q6_K_BYTES 3360
 
 struct eli_model;
 
-/* Whether a matrix of this type and shape has a packed layout (Q4_0, Q4_K, Q6_K; rows a multiple of 16,
+/* Whether a matrix of this type and shape has a packed layout (Q4_0, Q4_K; rows a multiple of 16,
  * cols of the block size). */
 int eli_pack_supported(uint32_t type, int64_t rows, int64_t cols);
 /* Bytes per row of the packed layout (a run of 64 rows starts at 64 * that); 0 when none. */
@@ -71,9 +68,6 @@ void eli_pack_gemm_Q4_0_ref(int64_t n, int nr, int nt, const void *x, size_t bx,
                             size_t bs);
 void eli_pack_gemv_Q4_K_ref(int64_t n, int64_t rows, const void *x, size_t bx, const void *y, float *s);
 void eli_pack_gemm_Q4_K_ref(int64_t n, int nr, int nt, const void *x, size_t bx, const void *y, size_t by, float *s,
-                            size_t bs);
-void eli_pack_gemv_Q6_K_ref(int64_t n, int64_t rows, const void *x, size_t bx, const void *y, float *s);
-void eli_pack_gemm_Q6_K_ref(int64_t n, int nr, int nt, const void *x, size_t bx, const void *y, size_t by, float *s,
                             size_t bs);
 
 /* Moves the matrices a forward pass multiplies with out of the file mapping into one anonymous allocation

@@ -141,52 +141,35 @@ static float serial_dot(uint32_t t, int64_t n, const void *vx, const void *vy) {
         }
         return acc;
     }
+    const eli_block_q4_K *x = vx; /* Q4_K */
     const eli_block_q8_K *y = vy;
     for (int64_t b = 0; b < n / 256; b++) {
         int32_t S = 0, M = 0;
-        if (t == ELI_TYPE_Q4_K) {
-            const eli_block_q4_K *x = (const eli_block_q4_K *)vx + b;
-            for (int j = 0; j < 8; j++) {
-                uint8_t sc, m;
-                eli_q4_K_scale_min(j, x->scales, &sc, &m);
-                int32_t isum = 0, ysum = 0;
-                for (int l = 0; l < 32; l++) {
-                    const int q = j % 2 ? x->qs[32 * (j / 2) + l] >> 4 : x->qs[32 * (j / 2) + l] & 0x0F;
-                    isum += q * y[b].qs[32 * j + l];
-                    ysum += y[b].qs[32 * j + l];
-                }
-                S += sc * isum;
-                M += m * ysum;
+        for (int j = 0; j < 8; j++) {
+            uint8_t sc, m;
+            eli_q4_K_scale_min(j, x[b].scales, &sc, &m);
+            int32_t isum = 0, ysum = 0;
+            for (int l = 0; l < 32; l++) {
+                const int q = j % 2 ? x[b].qs[32 * (j / 2) + l] >> 4 : x[b].qs[32 * (j / 2) + l] & 0x0F;
+                isum += q * y[b].qs[32 * j + l];
+                ysum += y[b].qs[32 * j + l];
             }
-            acc = fmaf((float)S, eli_fp16_to_fp32(x->d) * y[b].d, acc);
-            acc = fmaf(-(eli_fp16_to_fp32(x->dmin) * y[b].d), (float)M, acc);
-        } else {
-            const eli_block_q6_K *x = (const eli_block_q6_K *)vx + b;
-            float v[256]; /* the dequantized values are d * sc * q: recover q from them */
-            eli_dequantize_row(ELI_TYPE_Q6_K, x, v, 256);
-            const float d = eli_fp16_to_fp32(x->d);
-            for (int j = 0; j < 16; j++) {
-                int32_t isum = 0;
-                for (int l = 0; l < 16; l++) {
-                    const float dd = d * (float)x->scales[j];
-                    const int q = dd != 0.0f ? (int)lrintf(v[16 * j + l] / dd) : 0;
-                    isum += q * y[b].qs[16 * j + l];
-                }
-                S += x->scales[j] * isum;
-            }
-            acc = fmaf((float)S, d * y[b].d, acc);
+            S += sc * isum;
+            M += m * ysum;
         }
+        acc = fmaf((float)S, eli_fp16_to_fp32(x[b].d) * y[b].d, acc);
+        acc = fmaf(-(eli_fp16_to_fp32(x[b].dmin) * y[b].d), (float)M, acc);
     }
     return acc;
 }
 
-/* The packed kernels (pack.h) of Q4_0, Q4_K and Q6_K: for matrices of 16 .. 176 rows (runs of 1-4
+/* The packed kernels (pack.h) of Q4_0 and Q4_K: for matrices of 16 .. 176 rows (runs of 1-4
  * groups), decode over every range of runs and prefill for every run and token count 1..ELI_KERNEL_MAX_NT,
  * each (row, token) bit for bit the serial dot above, nothing written outside the call's outputs; a packed
  * row dequantizes to the original row. Token 0 is the extreme -128 in every quant (beyond what the
  * quantizer makes), row 0 constant. */
 static void check_packed(const eli_kernels *K) {
-    static const uint32_t types[] = {ELI_TYPE_Q4_0, ELI_TYPE_Q4_K, ELI_TYPE_Q6_K};
+    static const uint32_t types[] = {ELI_TYPE_Q4_0, ELI_TYPE_Q4_K};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const uint32_t t = types[ti], at = eli_type_info(t)->vec_dot_type;
         if (!K->packed_gemv[t]) continue;
@@ -277,8 +260,9 @@ static void check_packed(const eli_kernels *K) {
     }
     CHECK(eli_pack_supported(ELI_TYPE_Q4_0, 32, 64) && !eli_pack_supported(ELI_TYPE_Q4_0, 24, 64) &&
               !eli_pack_supported(ELI_TYPE_Q4_0, 32, 48) && !eli_pack_supported(ELI_TYPE_Q8_0, 32, 64) &&
-              eli_pack_supported(ELI_TYPE_Q6_K, 16, 512) && !eli_pack_supported(ELI_TYPE_Q4_K, 16, 128),
-          "eli_pack_supported: Q4_0 / Q4_K / Q6_K with rows a multiple of 16 and whole blocks only");
+              eli_pack_supported(ELI_TYPE_Q4_K, 16, 512) && !eli_pack_supported(ELI_TYPE_Q4_K, 16, 128) &&
+              !eli_pack_supported(ELI_TYPE_Q6_K, 16, 512),
+          "eli_pack_supported: Q4_0 / Q4_K with rows a multiple of 16 and whole blocks only");
 }
 
 static void check_table(const eli_kernels *K, const eli_kernels *R) {

@@ -178,55 +178,73 @@ static void check_model(const char *model, const char *base, int is_f32) {
     eli_model_free(m);
 }
 
-/* Q4_0 matrices are packed at load for the best kernel table when it has packed kernels (pack.h), so
- * check_model above measured the packed path; here the row-major one (ELIZA_LLM_REPACK=0) and the reference
- * table's scalar packed kernels are held to the golden logits too, and a bad value is refused. */
-static void check_packing(void) {
-    const char *path = eli_shared_path("golden/models/e2b-mini-q4_0.gguf");
+/* Q4_0 and Q4_K matrices are packed at load for the best kernel table when it has packed kernels for
+ * them (pack.h), so check_model above measured the packed path; here the row-major one
+ * (ELIZA_LLM_REPACK=0) and the reference table's scalar packed kernels are held to the golden logits too,
+ * a packed row reads back as the row-major one, and a bad value is refused. */
+#define N_LAYER0 7
+static const eli_weight *layer0(const eli_model *m, int i) {
+    const eli_layer *l = &m->layers[0];
+    const eli_weight *w[N_LAYER0] = {&l->wq, &l->wk, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down, &m->token_embd};
+    return w[i];
+}
+
+static void check_packing(const char *model) {
+    char path[256], ref_path[256];
+    snprintf(path, sizeof path, "golden/models/%s.gguf", model);
+    snprintf(ref_path, sizeof ref_path, "golden/models/%s.logits.f32", model);
     int32_t ids[N_TOK];
     CHECK(read_ids(eli_shared_path("golden/models/e2b-mini.tokens.txt"), ids, N_TOK) == N_TOK, "cannot read tokens");
     eli_error err = {0};
-    eli_model *m = eli_model_load(path, &err);
+    eli_model *m = eli_model_load(eli_shared_path(path), &err);
     CHECK(m != NULL, "%s", err.msg);
     if (!m) return;
     const int V = m->hp.n_vocab;
-    float *want = read_f32(eli_shared_path("golden/models/e2b-mini-q4_0.logits.f32"), (size_t)N_TOK * V);
-    const int packs = eli_kernels_best()->packed_gemv[ELI_TYPE_Q4_0] != NULL;
-    /* its token embedding (and tied output) is Q6_K, as llama-quantize leaves it */
-    CHECK(!packs || (m->layers[0].wq.packed && m->layers[0].ffn_down.packed && !m->token_embd.packed),
-          "the %s table packs Q4_0, but the model's Q4_0 matrices are not packed (or Q6_K is)", eli_kernels_best()->name);
+    float *want = read_f32(eli_shared_path(ref_path), (size_t)N_TOK * V);
+    const eli_kernels *best = eli_kernels_best();
+    int n_packed = 0, wrong = 0, pi = -1; /* pi: a packed matrix */
+    for (int i = 0; i < N_LAYER0; i++) {
+        const eli_weight *w = layer0(m, i);
+        const int want_packed = best->packed_gemv[w->type] != NULL && w->rows % 16 == 0;
+        n_packed += w->packed != NULL;
+        wrong += (w->packed != NULL) != want_packed;
+        if (w->packed) pi = i;
+    }
+    CHECK(wrong == 0 && (n_packed > 0 || !best->packed_gemv[ELI_TYPE_Q4_0]),
+          "%s: %d matrices of layer 0 packed against the %s table's packed kernels (%d packed)", model, wrong, best->name,
+          n_packed);
     float *ref = run_k(m, ids, N_TOK, ELI_TYPE_F32, 2, 0, 1);
     setenv("ELIZA_LLM_REPACK", "0", 1);
-    eli_model *rm = eli_model_load(path, &err);
-    CHECK(rm && !rm->token_embd.packed && !rm->layers[0].ffn_down.packed, "ELIZA_LLM_REPACK=0 still packed (%s)",
+    eli_model *rm = eli_model_load(eli_shared_path(path), &err);
+    CHECK(rm && !rm->layers[0].wq.packed && !rm->layers[0].ffn_down.packed, "ELIZA_LLM_REPACK=0 still packed (%s)",
           err.msg);
     float *rowmajor = rm ? run(rm, ids, N_TOK, ELI_TYPE_F32, 2, 0) : NULL;
     /* a row of a packed matrix (what an embedding lookup reads) equals the row-major one */
-    if (rm) {
-        const eli_weight *w = &m->layers[0].ffn_down;
-        float *a = malloc(sizeof(float) * (size_t)w->cols), *b = malloc(sizeof(float) * (size_t)w->cols);
+    if (rm && pi >= 0) {
+        const eli_weight *pw = layer0(m, pi), *rw = layer0(rm, pi);
+        float *a = malloc(sizeof(float) * (size_t)pw->cols), *b = malloc(sizeof(float) * (size_t)pw->cols);
         int same = 0;
-        for (int64_t r = 0; r < w->rows; r++) {
-            eli_weight_row(w, 0, r, a);
-            eli_weight_row(&rm->layers[0].ffn_down, 0, r, b);
-            same += !memcmp(a, b, sizeof(float) * (size_t)w->cols);
+        for (int64_t r = 0; r < pw->rows; r++) {
+            eli_weight_row(pw, 0, r, a);
+            eli_weight_row(rw, 0, r, b);
+            same += !memcmp(a, b, sizeof(float) * (size_t)pw->cols);
         }
-        CHECK(same == w->rows, "packed rows: %d of %lld equal the row-major ones", same, (long long)w->rows);
+        CHECK(same == pw->rows, "%s packed rows: %d of %lld equal the row-major ones", model, same, (long long)pw->rows);
         free(a), free(b);
     }
     setenv("ELIZA_LLM_REPACK", "yes", 1);
-    eli_model *bad = eli_model_load(path, &err);
+    eli_model *bad = eli_model_load(eli_shared_path(path), &err);
     CHECK(!bad && strstr(err.msg, "ELIZA_LLM_REPACK"), "ELIZA_LLM_REPACK=yes accepted (%s)", err.msg);
     eli_model_free(bad);
     unsetenv("ELIZA_LLM_REPACK");
     const char *names[] = {"reference kernels", "row-major (ELIZA_LLM_REPACK=0)"};
     float *logits[] = {ref, rowmajor};
     for (int i = 0; i < 2; i++) {
-        CHECK(want && logits[i], "e2b-mini-q4_0 %s: no logits", names[i]);
+        CHECK(want && logits[i], "%s %s: no logits", model, names[i]);
         if (!want || !logits[i]) continue;
         cmp_stats s = compare(want, logits[i], N_TOK, V);
-        printf("e2b-mini-q4_0        %s: mean KLD %.3g  argmax %.1f%%\n", names[i], s.mean_kld, 100 * s.argmax_agree);
-        CHECK(s.argmax_agree >= 0.98 && s.mean_kld <= 1e-3, "e2b-mini-q4_0 %s: KLD %.3g", names[i], s.mean_kld);
+        printf("%-20s %s: mean KLD %.3g  argmax %.1f%%\n", model, names[i], s.mean_kld, 100 * s.argmax_agree);
+        CHECK(s.argmax_agree >= 0.98 && s.mean_kld <= 1e-3, "%s %s: KLD %.3g", model, names[i], s.mean_kld);
     }
     free(want), free(ref), free(rowmajor);
     eli_model_free(rm);
@@ -234,7 +252,8 @@ static void check_packing(void) {
 }
 
 int main(void) {
-    check_packing();
+    check_packing("e2b-mini-q4_0");
+    check_packing("e2b-mini-q4_k_m");
     check_model("e2b-mini-f32", "e2b-mini", 1);
     check_model("e2b-mini-f16", "e2b-mini", 0);
     check_model("e2b-mini-q8_0", "e2b-mini", 0);
