@@ -123,6 +123,8 @@ static void init_tables(void) {
     ref_table.packed_gemm[ELI_TYPE_Q4_0] = eli_pack_gemm_Q4_0_ref;
     ref_table.packed_gemv[ELI_TYPE_Q4_K] = eli_pack_gemv_Q4_K_ref;
     ref_table.packed_gemm[ELI_TYPE_Q4_K] = eli_pack_gemm_Q4_K_ref;
+    ref_table.packed_gemv[ELI_TYPE_F16] = eli_pack_gemv_F16_ref;
+    ref_table.packed_gemm[ELI_TYPE_F16] = eli_pack_gemm_F16_ref;
     ref_table.attn_qk[ELI_TYPE_F32] = ref_qk_f32;
     ref_table.attn_qk[ELI_TYPE_F16] = ref_qk_f16;
     ref_table.attn_pv[ELI_TYPE_F32] = ref_pv_f32;

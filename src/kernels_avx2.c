@@ -303,6 +303,8 @@ typedef __m256i q4vi;
 typedef __m256 q4vf;
 #define Q4_TR 1
 #define Q4_TT 4
+#define PF_TR 2
+#define PF_TT 4
 #define q4_raw(p, h) loadu256((p) + 32 * (h))
 #define pk_f16(p, h) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((p) + 16 * (h))))
 #define pk_u8(p, h) _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)((p) + 8 * (h))))
@@ -717,8 +719,8 @@ const eli_kernels eli_kernels_avx2_table = {
             [ELI_TYPE_Q5_K] = GEMM_RM,
             [ELI_TYPE_Q6_K] = GEMM_RM,
         },
-    .packed_gemv = {[ELI_TYPE_Q4_0] = packed_gemv_q4_0, [ELI_TYPE_Q4_K] = packed_gemv_q4_K},
-    .packed_gemm = {[ELI_TYPE_Q4_0] = packed_gemm_q4_0, [ELI_TYPE_Q4_K] = packed_gemm_q4_K},
+    .packed_gemv = {[ELI_TYPE_Q4_0] = packed_gemv_q4_0, [ELI_TYPE_F16] = packed_gemv_f16, [ELI_TYPE_Q4_K] = packed_gemv_q4_K},
+    .packed_gemm = {[ELI_TYPE_Q4_0] = packed_gemm_q4_0, [ELI_TYPE_F16] = packed_gemm_f16, [ELI_TYPE_Q4_K] = packed_gemm_q4_K},
     .quantize =
         {
             [ELI_TYPE_Q8_0] = quantize_q8_0,

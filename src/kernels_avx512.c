@@ -86,6 +86,8 @@ typedef __m512i q4vi;
 typedef __m512 q4vf;
 #define Q4_TR 2
 #define Q4_TT 4
+#define PF_TR 2
+#define PF_TT 8
 #define q4_raw(p, h) ((void)(h), _mm512_loadu_si512(p))
 #define pk_f16(p, h) ((void)(h), _mm512_cvtph_ps(loadu256(p)))
 #define pk_u8(p, h) ((void)(h), _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p))))
@@ -206,8 +208,8 @@ const eli_kernels eli_kernels_avx512_table = {
                 [ELI_TYPE_Q4_0] = ELI_KERNEL_MAX_GEMM_NR, [ELI_TYPE_Q5_0] = ELI_KERNEL_MAX_GEMM_NR,
                 [ELI_TYPE_Q8_0] = ELI_KERNEL_MAX_GEMM_NR, [ELI_TYPE_Q4_K] = KRM, [ELI_TYPE_Q5_K] = KRM,
                 [ELI_TYPE_Q6_K] = KRM},
-    .packed_gemv = {[ELI_TYPE_Q4_0] = packed_gemv_q4_0, [ELI_TYPE_Q4_K] = packed_gemv_q4_K},
-    .packed_gemm = {[ELI_TYPE_Q4_0] = packed_gemm_q4_0, [ELI_TYPE_Q4_K] = packed_gemm_q4_K},
+    .packed_gemv = {[ELI_TYPE_Q4_0] = packed_gemv_q4_0, [ELI_TYPE_F16] = packed_gemv_f16, [ELI_TYPE_Q4_K] = packed_gemv_q4_K},
+    .packed_gemm = {[ELI_TYPE_Q4_0] = packed_gemm_q4_0, [ELI_TYPE_F16] = packed_gemm_f16, [ELI_TYPE_Q4_K] = packed_gemm_q4_K},
 };
 
 #else

@@ -1,5 +1,5 @@
 /* The packed kernels of the x86 tables (kernels_avx2.c, kernels_avx512.c), one template for both: the
- * layouts and the dot orders of pack.h (Q4_0, Q4_K), one serial FMA chain per row. Not a public
+ * layouts and the dot orders of pack.h (Q4_0, F16, Q4_K), one serial FMA chain per row. Not a public
  * header. Q4_0 first; the K-quants at the end.
  *
  * Lane r of a vector of Q4_W rows (AVX-512: 16 = one packed group, AVX2: 8 = half a group) holds row r's
@@ -18,6 +18,7 @@
  *                          vector's half of its group (always 0 when Q4_W = 16)
  *   pk_f16(p, h)           the vector's rows' fp16 field at p (a group's 16 values) as floats
  *   pk_u8(p, h)            the vector's rows' byte field at p (16 bytes), zero extended to int32
+ *   PF_TR, PF_TT           the F16 prefill register tile: PF_TR row vectors x PF_TT tokens
  *   PK_DOT4(a, w, p)       a + the 4-element sums of the unsigned bytes of w with the activation's 4 bytes at p,
  *                          in int32 (the K-quants)
  *   Q4V(op)                the intrinsic _mm512_op / _mm256_op (the operations whose names differ only so)
@@ -54,7 +55,8 @@ typedef struct {
  * token tiles pass over it (h6's measurement on the transposing kernel: 8 blocks 125 GMAC/s against 123
  * with 16 and 122 with 32) */
 #define Q4_CHUNK 8
-_Static_assert(Q4_GV % Q4_TR == 0 && ELI_KERNEL_MAX_NT % Q4_TT == 0 && Q4_TT > 1, "the tiles must divide a call");
+_Static_assert(Q4_GV % Q4_TR == 0 && ELI_KERNEL_MAX_NT % Q4_TT == 0 && Q4_TT > 1 && ELI_KERNEL_MAX_NT % PF_TT == 0,
+               "the tiles must divide a call");
 
 /* vector v's weights of the block column at p (its run's ng groups' packed bytes) */
 static inline __attribute__((always_inline)) void q4_unpack(const uint8_t *p, int v, q4_blk *b) {
@@ -180,6 +182,93 @@ static void packed_gemv_q4_0(int64_t n, int64_t rows, const void *vx, size_t bx,
         }
         q4_store(nv, 1, acc, s + r0, 0);
     }
+}
+
+/* ---- F16: a row's chain takes one FMA per element, 32 elements per block column ---- */
+
+/* the activation's 32 halves of block ib, as floats */
+static inline void pf_act(const eli_fp16 *y, float *o) {
+    for (int i = 0; i < 4; i++) _mm256_storeu_ps(o + 8 * i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + 8 * i))));
+}
+
+static void packed_gemv_f16(int64_t n, int64_t rows, const void *vx, size_t bx, const void *vy, float *s) {
+    const int64_t nb = n / ELI_PACK_F16_QK;
+    const eli_fp16 *y = vy;
+    for (int64_t r0 = 0; r0 < rows; r0 += ELI_PACK_ROWS) {
+        const int ng = (int)(rows - r0 < ELI_PACK_ROWS ? (rows - r0) / ELI_PACK_GROUP : ELI_PACK_RUN);
+        const int nv = ng * Q4_VG;
+        const uint8_t *x = (const uint8_t *)vx + (size_t)r0 * bx;
+        const size_t col = (size_t)ng * ELI_PACK_F16_BYTES;
+        q4vf acc[Q4_GV];
+        for (int v = 0; v < nv; v++) acc[v] = Q4V(setzero_ps)();
+        for (int64_t ib = 0; ib < nb; ib++) {
+            const uint8_t *p = x + (size_t)ib * col;
+            for (size_t l = 0; l < col; l += 64) _mm_prefetch((const char *)(p + 2 * col + l), _MM_HINT_T0);
+            float yf[ELI_PACK_F16_QK];
+            pf_act(y + ib * ELI_PACK_F16_QK, yf);
+            /* the row vectors' chains interleaved, element by element */
+            if (nv == Q4_GV) {
+                for (int e = 0; e < ELI_PACK_F16_QK; e++) {
+                    const q4vf ye = Q4V(set1_ps)(yf[e]);
+                    for (int v = 0; v < Q4_GV; v++)
+                        acc[v] = Q4V(fmadd_ps)(pk_f16(p + (size_t)(v / Q4_VG) * ELI_PACK_F16_BYTES + 32 * e, v % Q4_VG), ye,
+                                               acc[v]);
+                }
+            } else {
+                for (int e = 0; e < ELI_PACK_F16_QK; e++) {
+                    const q4vf ye = Q4V(set1_ps)(yf[e]);
+                    for (int v = 0; v < nv; v++)
+                        acc[v] = Q4V(fmadd_ps)(pk_f16(p + (size_t)(v / Q4_VG) * ELI_PACK_F16_BYTES + 32 * e, v % Q4_VG), ye,
+                                               acc[v]);
+                }
+            }
+        }
+        for (int v = 0; v < nv; v++) Q4V(storeu_ps)(s + r0 + v * Q4_W, acc[v]);
+    }
+}
+
+/* TR row vectors (from v0) x PF_TT tokens (from t0) over block column p, their chains in acc */
+static inline __attribute__((always_inline)) void pf_tile(const int TR, const uint8_t *p, int v0, int t0,
+                                                          const float yf[][ELI_PACK_F16_QK], q4vf acc[][ELI_KERNEL_MAX_NT]) {
+    q4vf f[PF_TR][PF_TT];
+    for (int v = 0; v < TR; v++)
+        for (int t = 0; t < PF_TT; t++) f[v][t] = acc[v0 + v][t0 + t];
+    for (int e = 0; e < ELI_PACK_F16_QK; e++) {
+        q4vf w[PF_TR];
+        for (int v = 0; v < TR; v++)
+            w[v] = pk_f16(p + (size_t)((v0 + v) / Q4_VG) * ELI_PACK_F16_BYTES + 32 * e, (v0 + v) % Q4_VG);
+        for (int t = 0; t < PF_TT; t++) {
+            const q4vf ye = Q4V(set1_ps)(yf[t0 + t][e]);
+            for (int v = 0; v < TR; v++) f[v][t] = Q4V(fmadd_ps)(w[v], ye, f[v][t]);
+        }
+    }
+    for (int v = 0; v < TR; v++)
+        for (int t = 0; t < PF_TT; t++) acc[v0 + v][t0 + t] = f[v][t];
+}
+
+/* Prefill: one run of nr rows x nt tokens; per block column the tokens' activations are widened once, then
+ * register tiles of PF_TR row vectors x PF_TT tokens (one conversion of a weight vector per PF_TT FMAs).
+ * Tokens past nt repeat the last one; their results are dropped. */
+static void packed_gemm_f16(int64_t n, int nr, int nt, const void *vx, size_t bx, const void *vy, size_t by, float *s,
+                            size_t bs) {
+    (void)bx;
+    const int64_t nb = n / ELI_PACK_F16_QK;
+    const int ng = nr / ELI_PACK_GROUP, nv = ng * Q4_VG, ntp = (nt + PF_TT - 1) / PF_TT * PF_TT;
+    q4vf acc[Q4_GV][ELI_KERNEL_MAX_NT];
+    for (int v = 0; v < nv; v++)
+        for (int t = 0; t < ntp; t++) acc[v][t] = Q4V(setzero_ps)();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        const uint8_t *p = (const uint8_t *)vx + (size_t)ib * (size_t)ng * ELI_PACK_F16_BYTES;
+        float yf[ELI_KERNEL_MAX_NT][ELI_PACK_F16_QK];
+        for (int t = 0; t < ntp; t++)
+            pf_act((const eli_fp16 *)((const uint8_t *)vy + (size_t)(t < nt ? t : nt - 1) * by) + ib * ELI_PACK_F16_QK, yf[t]);
+        for (int t0 = 0; t0 < ntp; t0 += PF_TT) {
+            int v0 = 0;
+            for (; v0 + PF_TR <= nv; v0 += PF_TR) pf_tile(PF_TR, p, v0, t0, yf, acc);
+            for (; v0 < nv; v0++) pf_tile(1, p, v0, t0, yf, acc);
+        }
+    }
+    q4_store(nv, nt, acc, s, bs);
 }
 
 /* ---- K-quants: one super-block of one row vector against one activation block ---- */

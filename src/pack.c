@@ -55,6 +55,14 @@ static void get_q4_K(const uint8_t *g, int r, void *blk) {
     for (int k = 0; k < 32; k++) memcpy(b->qs + 4 * k, g + 320 + 64 * k + 4 * r, 4);
 }
 
+/* F16, in blocks of 32 elements: element e of lane r at 32e + 2r */
+static void put_f16(const void *blk, uint8_t *g, int r) {
+    for (int e = 0; e < ELI_PACK_F16_QK; e++) memcpy(g + 32 * e + 2 * r, (const uint8_t *)blk + 2 * e, 2);
+}
+static void get_f16(const uint8_t *g, int r, void *blk) {
+    for (int e = 0; e < ELI_PACK_F16_QK; e++) memcpy((uint8_t *)blk + 2 * e, g + 32 * e + 2 * r, 2);
+}
+
 /* ---- the dot order of the packed kernels, one block (pack.h) ---- */
 
 static float dot_q4_0(const void *blk, const void *yb, float acc) {
@@ -84,6 +92,12 @@ static float dot_q4_K(const void *blk, const void *yb, float acc) {
     return fmaf(-(eli_fp16_to_fp32(x->dmin) * y->d), (float)M, acc);
 }
 
+static float dot_f16(const void *blk, const void *yb, float acc) {
+    const eli_fp16 *x = blk, *y = yb;
+    for (int e = 0; e < ELI_PACK_F16_QK; e++) acc = fmaf(eli_fp16_to_fp32(x[e]), eli_fp16_to_fp32(y[e]), acc);
+    return acc;
+}
+
 typedef struct {
     uint32_t type, act;                  /* the weight type and its activation format */
     int qk;                              /* elements per block */
@@ -96,8 +110,10 @@ typedef struct {
 static const pack_layout layouts[] = {
     {ELI_TYPE_Q4_0, ELI_TYPE_Q8_0, ELI_QK4_0, ELI_PACK_Q4_0_BYTES, put_q4_0, get_q4_0, dot_q4_0},
     {ELI_TYPE_Q4_K, ELI_TYPE_Q8_K, ELI_QK_K, ELI_PACK_Q4_K_BYTES, put_q4_K, get_q4_K, dot_q4_K},
+    {ELI_TYPE_F16, ELI_TYPE_F16, ELI_PACK_F16_QK, ELI_PACK_F16_BYTES, put_f16, get_f16, dot_f16},
 };
 _Static_assert(ELI_PACK_Q4_0_BYTES == ELI_PACK_GROUP * sizeof(eli_block_q4_0) &&
+                   ELI_PACK_F16_BYTES == ELI_PACK_GROUP * ELI_PACK_F16_QK * sizeof(eli_fp16) &&
                    ELI_PACK_Q4_K_BYTES == ELI_PACK_GROUP * (sizeof(eli_block_q4_K) + 4),
                "the groups hold their rows' blocks (Q4_K's scales unpacked: 4 bytes more per row)");
 
@@ -146,6 +162,7 @@ void eli_pack_dequantize_row(uint32_t type, const void *packed, int64_t rows, in
         union {
             eli_block_q4_0 q4_0;
             eli_block_q4_K q4_K;
+            eli_fp16 f16[ELI_PACK_F16_QK];
         } blk;
         int lane = 0;
         const uint8_t *g = group_of(L, packed, rows, nb, r, b, &lane);
@@ -163,6 +180,7 @@ static float packed_dot(const pack_layout *L, const uint8_t *x, int64_t nrows, i
         union {
             eli_block_q4_0 q4_0;
             eli_block_q4_K q4_K;
+            eli_fp16 f16[ELI_PACK_F16_QK];
         } blk;
         int lane = 0;
         const uint8_t *g = group_of(L, x, nrows, nb, r, b, &lane);
@@ -188,6 +206,7 @@ static float packed_dot(const pack_layout *L, const uint8_t *x, int64_t nrows, i
     }
 PACKED_REF(Q4_0)
 PACKED_REF(Q4_K)
+PACKED_REF(F16)
 
 /* ---- a model's matrices into anonymous memory ---- */
 

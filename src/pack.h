@@ -19,8 +19,9 @@
  *   Q4_K (G = 2368): d at 2r, dmin at 32 + 2r; sub-block j's (0..7) 6-bit scale at 64 + 16j + r and its
  *                    min at 192 + 16j + r, one byte each (unpacked: 4 bytes more per row than the 12
  *                    packed ones); qs dword k (0..31) at 320 + 64k + 4r;
+ *   F16 (G = 1024):  blocks of 32 elements, element e of lane r at 32e + 2r;
  * So a run is one linear stream (the decode reads it front to back), and row r0 (a multiple of 64) starts
- * at r0 * eli_pack_row_bytes: the row-major size for Q4_0, 148 instead of 144 bytes per 256 elements for
+ * at r0 * eli_pack_row_bytes: the row-major size for Q4_0 and F16, 148 instead of 144 bytes per 256 elements for
  * Q4_K. (Q6_K had a packed layout too, with kernels bit-identical to its scalar ones, but they measured
  * slower than the row-major Q6_K kernels, whose decode was not compute-bound: E2B Q4_K_M pp256 88 against
  * 103-106 tok/s, tg64 17.3-18.5 against 19.7-20.5; commit "Packed Q4_K and Q6_K kernels" has them.)
@@ -30,7 +31,8 @@
  *   Q4_0: acc = fmaf((float)isum, d_x * d_y, acc),   isum = sum of (q - 8) * y over the block;
  *   Q4_K: acc = fmaf((float)S, d_x * d_y, acc); acc = fmaf(-(dmin_x * d_y), (float)M, acc),
  *         S = sum over sub-blocks j of sc_j * (sum of q * y), M = sum of m_j * (the activation's
- *         bsums of sub-block j).
+ *         bsums of sub-block j);
+ *   F16:  acc = fmaf(w_e, y_e, acc) for every element e in order (y: the activation rounded to f16).
  * Every kernel table's packed kernels return exactly these floats (tests/test_kernels.c). */
 #ifndef ELI_PACK_H
 #define ELI_PACK_H
@@ -45,10 +47,12 @@
 #define ELI_PACK_ROWS (ELI_PACK_GROUP * ELI_PACK_RUN) /* rows per run: row ranges start at multiples of it */
 #define ELI_PACK_Q4_0_BYTES 288                       /* one block column of one group */
 #define ELI_PACK_Q4_K_BYTES 2368
+#define ELI_PACK_F16_QK 32 /* F16 elements per block column */
+#define ELI_PACK_F16_BYTES 1024
 
 struct eli_model;
 
-/* Whether a matrix of this type and shape has a packed layout (Q4_0, Q4_K; rows a multiple of 16,
+/* Whether a matrix of this type and shape has a packed layout (Q4_0, Q4_K, F16; rows a multiple of 16,
  * cols of the block size). */
 int eli_pack_supported(uint32_t type, int64_t rows, int64_t cols);
 /* Bytes per row of the packed layout (a run of 64 rows starts at 64 * that); 0 when none. */
@@ -66,6 +70,9 @@ void eli_pack_dequantize_row(uint32_t type, const void *packed, int64_t rows, in
 void eli_pack_gemv_Q4_0_ref(int64_t n, int64_t rows, const void *x, size_t bx, const void *y, float *s);
 void eli_pack_gemm_Q4_0_ref(int64_t n, int nr, int nt, const void *x, size_t bx, const void *y, size_t by, float *s,
                             size_t bs);
+void eli_pack_gemv_F16_ref(int64_t n, int64_t rows, const void *x, size_t bx, const void *y, float *s);
+void eli_pack_gemm_F16_ref(int64_t n, int nr, int nt, const void *x, size_t bx, const void *y, size_t by, float *s,
+                           size_t bs);
 void eli_pack_gemv_Q4_K_ref(int64_t n, int64_t rows, const void *x, size_t bx, const void *y, float *s);
 void eli_pack_gemm_Q4_K_ref(int64_t n, int nr, int nt, const void *x, size_t bx, const void *y, size_t by, float *s,
                             size_t bs);

@@ -130,6 +130,11 @@ static void check_gemm(const eli_kernels *K, const eli_kernels *R) {
  * exact integer sums */
 static float serial_dot(uint32_t t, int64_t n, const void *vx, const void *vy) {
     float acc = 0.0f;
+    if (t == ELI_TYPE_F16) {
+        const eli_fp16 *x = vx, *y = vy;
+        for (int64_t e = 0; e < n; e++) acc = fmaf(eli_fp16_to_fp32(x[e]), eli_fp16_to_fp32(y[e]), acc);
+        return acc;
+    }
     if (t == ELI_TYPE_Q4_0) {
         const eli_block_q4_0 *x = vx;
         const eli_block_q8_0 *y = vy;
@@ -163,18 +168,18 @@ static float serial_dot(uint32_t t, int64_t n, const void *vx, const void *vy) {
     return acc;
 }
 
-/* The packed kernels (pack.h) of Q4_0 and Q4_K: for matrices of 16 .. 176 rows (runs of 1-4
+/* The packed kernels (pack.h) of Q4_0, Q4_K and F16: for matrices of 16 .. 176 rows (runs of 1-4
  * groups), decode over every range of runs and prefill for every run and token count 1..ELI_KERNEL_MAX_NT,
  * each (row, token) bit for bit the serial dot above, nothing written outside the call's outputs; a packed
  * row dequantizes to the original row. Token 0 is the extreme -128 in every quant (beyond what the
- * quantizer makes), row 0 constant. */
+ * quantizer makes; F16: as filled), row 0 constant. */
 static void check_packed(const eli_kernels *K) {
-    static const uint32_t types[] = {ELI_TYPE_Q4_0, ELI_TYPE_Q4_K};
+    static const uint32_t types[] = {ELI_TYPE_Q4_0, ELI_TYPE_Q4_K, ELI_TYPE_F16};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const uint32_t t = types[ti], at = eli_type_info(t)->vec_dot_type;
         if (!K->packed_gemv[t]) continue;
         CHECK(K->packed_gemm[t] != NULL, "%s: %s packed gemv without gemm", K->name, eli_type_name(t));
-        const int qk = (int)eli_type_info(t)->block_size;
+        const int qk = t == ELI_TYPE_F16 ? ELI_PACK_F16_QK : (int)eli_type_info(t)->block_size;
         const int64_t row_counts[] = {16, 32, 48, 176}, mult[] = {1, 2, 3, 9, 33, 70};
         int bad = 0, bad_canary = 0, bad_row = 0, calls = 0;
         for (size_t ri = 0; ri < sizeof row_counts / sizeof row_counts[0]; ri++)
@@ -198,7 +203,7 @@ static void check_packed(const eli_kernels *K) {
                 }
                 if (at == ELI_TYPE_Q8_0) {
                     for (int64_t b = 0; b < n / 32; b++) memset(((eli_block_q8_0 *)aq)[b].qs, 0x80, 32);
-                } else {
+                } else if (at == ELI_TYPE_Q8_K) {
                     for (int64_t b = 0; b < n / 256; b++) {
                         eli_block_q8_K *y = (eli_block_q8_K *)aq + b;
                         memset(y->qs, 0x80, 256);
@@ -261,8 +266,9 @@ static void check_packed(const eli_kernels *K) {
     CHECK(eli_pack_supported(ELI_TYPE_Q4_0, 32, 64) && !eli_pack_supported(ELI_TYPE_Q4_0, 24, 64) &&
               !eli_pack_supported(ELI_TYPE_Q4_0, 32, 48) && !eli_pack_supported(ELI_TYPE_Q8_0, 32, 64) &&
               eli_pack_supported(ELI_TYPE_Q4_K, 16, 512) && !eli_pack_supported(ELI_TYPE_Q4_K, 16, 128) &&
-              !eli_pack_supported(ELI_TYPE_Q6_K, 16, 512),
-          "eli_pack_supported: Q4_0 / Q4_K with rows a multiple of 16 and whole blocks only");
+              !eli_pack_supported(ELI_TYPE_Q6_K, 16, 512) && eli_pack_supported(ELI_TYPE_F16, 16, 64) &&
+              !eli_pack_supported(ELI_TYPE_F16, 16, 48),
+          "eli_pack_supported: Q4_0 / Q4_K / F16 with rows a multiple of 16 and whole blocks only");
 }
 
 static void check_table(const eli_kernels *K, const eli_kernels *R) {

@@ -178,7 +178,7 @@ static void check_model(const char *model, const char *base, int is_f32) {
     eli_model_free(m);
 }
 
-/* Q4_0 and Q4_K matrices are packed at load for the best kernel table when it has packed kernels for
+/* Q4_0, Q4_K and F16 matrices are packed at load for the best kernel table when it has packed kernels for
  * them (pack.h), so check_model above measured the packed path; here the row-major one
  * (ELIZA_LLM_REPACK=0) and the reference table's scalar packed kernels are held to the golden logits too,
  * a packed row reads back as the row-major one, and a bad value is refused. */
@@ -254,6 +254,7 @@ static void check_packing(const char *model) {
 int main(void) {
     check_packing("e2b-mini-q4_0");
     check_packing("e2b-mini-q4_k_m");
+    check_packing("e2b-mini-f16");
     check_model("e2b-mini-f32", "e2b-mini", 1);
     check_model("e2b-mini-f16", "e2b-mini", 0);
     check_model("e2b-mini-q8_0", "e2b-mini", 0);
