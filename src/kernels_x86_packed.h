@@ -227,46 +227,54 @@ static void packed_gemv_f16(int64_t n, int64_t rows, const void *vx, size_t bx, 
     }
 }
 
-/* TR row vectors (from v0) x PF_TT tokens (from t0) over block column p, their chains in acc */
-static inline __attribute__((always_inline)) void pf_tile(const int TR, const uint8_t *p, int v0, int t0,
+/* TR row vectors (from v0) x TT tokens (from t0) over block column p, their chains in acc */
+static inline __attribute__((always_inline)) void pf_tile(const int TR, const int TT, const uint8_t *p, int v0, int t0,
                                                           const float yf[][ELI_PACK_F16_QK], q4vf acc[][ELI_KERNEL_MAX_NT]) {
     q4vf f[PF_TR][PF_TT];
     for (int v = 0; v < TR; v++)
-        for (int t = 0; t < PF_TT; t++) f[v][t] = acc[v0 + v][t0 + t];
+        for (int t = 0; t < TT; t++) f[v][t] = acc[v0 + v][t0 + t];
     for (int e = 0; e < ELI_PACK_F16_QK; e++) {
         q4vf w[PF_TR];
         for (int v = 0; v < TR; v++)
             w[v] = pk_f16(p + (size_t)((v0 + v) / Q4_VG) * ELI_PACK_F16_BYTES + 32 * e, (v0 + v) % Q4_VG);
-        for (int t = 0; t < PF_TT; t++) {
+        for (int t = 0; t < TT; t++) {
             const q4vf ye = Q4V(set1_ps)(yf[t0 + t][e]);
             for (int v = 0; v < TR; v++) f[v][t] = Q4V(fmadd_ps)(w[v], ye, f[v][t]);
         }
     }
     for (int v = 0; v < TR; v++)
-        for (int t = 0; t < PF_TT; t++) acc[v0 + v][t0 + t] = f[v][t];
+        for (int t = 0; t < TT; t++) acc[v0 + v][t0 + t] = f[v][t];
+}
+
+/* all row vectors x TT tokens from t0 */
+static inline __attribute__((always_inline)) void pf_tiles(const int TT, int nv, const uint8_t *p, int t0,
+                                                           const float yf[][ELI_PACK_F16_QK], q4vf acc[][ELI_KERNEL_MAX_NT]) {
+    int v0 = 0;
+    for (; v0 + PF_TR <= nv; v0 += PF_TR) pf_tile(PF_TR, TT, p, v0, t0, yf, acc);
+    for (; v0 < nv; v0++) pf_tile(1, TT, p, v0, t0, yf, acc);
 }
 
 /* Prefill: one run of nr rows x nt tokens; per block column the tokens' activations are widened once, then
- * register tiles of PF_TR row vectors x PF_TT tokens (one conversion of a weight vector per PF_TT FMAs).
- * Tokens past nt repeat the last one; their results are dropped. */
+ * register tiles of PF_TR row vectors x PF_TT tokens (one conversion of a weight vector per PF_TT FMAs). */
 static void packed_gemm_f16(int64_t n, int nr, int nt, const void *vx, size_t bx, const void *vy, size_t by, float *s,
                             size_t bs) {
     (void)bx;
     const int64_t nb = n / ELI_PACK_F16_QK;
-    const int ng = nr / ELI_PACK_GROUP, nv = ng * Q4_VG, ntp = (nt + PF_TT - 1) / PF_TT * PF_TT;
+    const int ng = nr / ELI_PACK_GROUP, nv = ng * Q4_VG;
     q4vf acc[Q4_GV][ELI_KERNEL_MAX_NT];
     for (int v = 0; v < nv; v++)
-        for (int t = 0; t < ntp; t++) acc[v][t] = Q4V(setzero_ps)();
+        for (int t = 0; t < nt; t++) acc[v][t] = Q4V(setzero_ps)();
     for (int64_t ib = 0; ib < nb; ib++) {
         const uint8_t *p = (const uint8_t *)vx + (size_t)ib * (size_t)ng * ELI_PACK_F16_BYTES;
         float yf[ELI_KERNEL_MAX_NT][ELI_PACK_F16_QK];
-        for (int t = 0; t < ntp; t++)
-            pf_act((const eli_fp16 *)((const uint8_t *)vy + (size_t)(t < nt ? t : nt - 1) * by) + ib * ELI_PACK_F16_QK, yf[t]);
-        for (int t0 = 0; t0 < ntp; t0 += PF_TT) {
-            int v0 = 0;
-            for (; v0 + PF_TR <= nv; v0 += PF_TR) pf_tile(PF_TR, p, v0, t0, yf, acc);
-            for (; v0 < nv; v0++) pf_tile(1, p, v0, t0, yf, acc);
-        }
+        for (int t = 0; t < nt; t++)
+            pf_act((const eli_fp16 *)((const uint8_t *)vy + (size_t)t * by) + ib * ELI_PACK_F16_QK, yf[t]);
+        /* full tiles, then the tail in tiles of 4, 2 and 1 token (an MTP verification has 2-7) */
+        int t0 = 0;
+        for (; t0 + PF_TT <= nt; t0 += PF_TT) pf_tiles(PF_TT, nv, p, t0, yf, acc);
+        if (PF_TT > 4 && t0 + 4 <= nt) pf_tiles(4, nv, p, t0, yf, acc), t0 += 4;
+        if (t0 + 2 <= nt) pf_tiles(2, nv, p, t0, yf, acc), t0 += 2;
+        if (t0 < nt) pf_tiles(1, nv, p, t0, yf, acc);
     }
     q4_store(nv, nt, acc, s, bs);
 }
