@@ -155,18 +155,27 @@ void eli_pack(uint32_t type, const void *src, int64_t rows, int64_t cols, void *
         }
 }
 
+/* one row-major block of any packed type */
+typedef union {
+    eli_block_q4_0 q4_0;
+    eli_block_q4_K q4_K;
+    eli_fp16 f16[ELI_PACK_F16_QK];
+} any_block;
+
+/* block b of packed row r (of a matrix or call of `rows` rows at packed), back in the row-major form */
+static void block_of(const pack_layout *L, const uint8_t *packed, int64_t rows, int64_t nb, int64_t r, int64_t b,
+                     any_block *blk) {
+    int lane = 0;
+    const uint8_t *g = group_of(L, packed, rows, nb, r, b, &lane);
+    L->get(g, lane, blk);
+}
+
 void eli_pack_dequantize_row(uint32_t type, const void *packed, int64_t rows, int64_t cols, int64_t r, float *out) {
     const pack_layout *L = layout_of(type);
     const int64_t nb = cols / L->qk;
     for (int64_t b = 0; b < nb; b++) {
-        union {
-            eli_block_q4_0 q4_0;
-            eli_block_q4_K q4_K;
-            eli_fp16 f16[ELI_PACK_F16_QK];
-        } blk;
-        int lane = 0;
-        const uint8_t *g = group_of(L, packed, rows, nb, r, b, &lane);
-        L->get(g, lane, &blk);
+        any_block blk;
+        block_of(L, packed, rows, nb, r, b, &blk);
         eli_dequantize_row(type, &blk, out + b * L->qk, L->qk);
     }
 }
@@ -177,14 +186,8 @@ static float packed_dot(const pack_layout *L, const uint8_t *x, int64_t nrows, i
     const size_t ys = eli_row_size(L->act, L->qk);
     float acc = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
-        union {
-            eli_block_q4_0 q4_0;
-            eli_block_q4_K q4_K;
-            eli_fp16 f16[ELI_PACK_F16_QK];
-        } blk;
-        int lane = 0;
-        const uint8_t *g = group_of(L, x, nrows, nb, r, b, &lane);
-        L->get(g, lane, &blk);
+        any_block blk;
+        block_of(L, x, nrows, nb, r, b, &blk);
         acc = L->dot(&blk, (const uint8_t *)y + (size_t)b * ys, acc);
     }
     return acc;
