@@ -313,8 +313,7 @@ int eli_model_pack(eli_model *m, eli_error *err) {
     uint8_t *base = (uint8_t *)(((uintptr_t)map + PACK_ALIGN - 1) & ~(uintptr_t)(PACK_ALIGN - 1));
 #ifdef MADV_HUGEPAGE
     /* a decode streams every matrix per token through the TLB: measured with 2 threads, E2B Q4_0 decode
-     * 26.7-28.6 tok/s against 24.1-24.3 with 4 KiB pages; E2B Q4_K_M 28.5-30.7 against 18.2-21.0 tok/s
-     * read through the file mapping */
+     * 26.7-28.6 tok/s against 24.1-24.3 with the same copy in 4 KiB pages */
     (void)madvise(base, total, MADV_HUGEPAGE);
 #endif
     size_t off = 0;
