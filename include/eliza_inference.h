@@ -110,7 +110,9 @@ ELIZA_API void eliza_inference_destroy(EliInferenceContext *ctx);
  * weight matrices out of the file mapping into anonymous huge-page memory, rearranged for the CPU's
  * kernels (E2B: 0.3-2.6 s measured, most of it the first touch of the new pages), when they fit in the
  * memory available; ELIZA_LLM_REPACK=0 keeps them in the mapping ("1", the default, copies; any other
- * value fails the load with ELIZA_ERR_INVALID_ARG). Either way evicting frees them. */
+ * value fails the load with ELIZA_ERR_INVALID_ARG). Either way evicting frees them. Each context holds
+ * its own copy: two contexts over one bundle take twice the weights' memory (mapped, they shared the
+ * page cache), so share one context between streams where memory is tight. */
 ELIZA_API int eliza_inference_mmap_acquire(EliInferenceContext *ctx, const char *region, char **out_error);
 ELIZA_API int eliza_inference_mmap_evict(EliInferenceContext *ctx, const char *region, char **out_error);
 
