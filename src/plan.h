@@ -2,7 +2,9 @@
  * allocates it (eli_kv_predict_bytes, eli_context_scratch_bytes) plus the mapping's touched bytes.
  *
  *   weights resident  file bytes that decoding touches: every tensor except the per-layer-embedding (PLE)
- *                     table, plus the header/metadata (read at load). The mapping is never copied.
+ *                     table, plus the header/metadata (read at load). The matrices are copied out of the
+ *                     mapping into anonymous memory at load (pack.h) and their file pages dropped, so the
+ *                     count is the same (packed Q4_K takes 2.8% more than its file bytes: not counted).
  *   PLE table         not resident at all: its rows are read from the file one per token with pread
  *                     (eli_model_ple_row, POSIX_FADV_RANDOM) into a one-row scratch buffer, so they live in
  *                     the page cache, not in this process.
