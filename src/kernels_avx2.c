@@ -293,7 +293,7 @@ ELI_X86_GEMM32(q4_1, eli_block_q4_1, eli_block_q8_1, gx_t, gx_q4_1, gy_t, gy_pla
 ELI_X86_GEMM32(q5_1, eli_block_q5_1, eli_block_q8_1, gx_t, gx_q5_1, gy_t, gy_plain_q8_1, GP_U, G32_RM, G32_NT, 1)
 
 /* packed Q4_0 (pack.h, kernels_x86_packed.h): half a packed group, 8 rows, per 256-bit vector, 1 x 4 prefill
- * tiles (h6: 3% faster than 2 x 2). A dword group of 8 rows is one VPMADDUBSW of the unsigned nibbles u
+ * tiles (3% faster than 2 x 2 on the earlier transposing kernel). A dword group of 8 rows is one VPMADDUBSW of the unsigned nibbles u
  * (<= 15) with the broadcast activation dword y: int16 pair sums u0 y0 + u1 y1, |.| <= 2 * 15 * 128 =
  * 3840, no saturation; the 8 groups' pair sums are added in int16, |.| <= 8 * 3840 = 30720 < 32768, exact
  * (for any int8 activation, -128 included); one VPMADDWD with ones then gives each row's sum of u * y in

@@ -78,7 +78,7 @@ ELI_X86_GEMM32(q5_0, eli_block_q5_0, eli_block_q8_0, __m256i, ux_q5_0, yp512_t, 
 ELI_X86_GEMM32(q8_0, eli_block_q8_0, eli_block_q8_0, __m256i, ux_q8_0, yp512_t, YP_OFF128, PAIR_VNNI, 8, 2, 0)
 
 /* packed Q4_0 (pack.h, kernels_x86_packed.h): a packed group's 16 rows per 512-bit vector, 2 x 4 prefill tiles
- * (8 int32 and 8 float accumulators; h6 measured 2 x 2: 89, 1 x 8: 95-121, 2 x 4: 122 GMAC/s on the
+ * (8 int32 and 8 float accumulators; measured 2 x 2: 89, 1 x 8: 95-121, 2 x 4: 122 GMAC/s on the earlier
  * transposing kernel); a dword group is one VPDPBUSD, the activation dword broadcast from memory once for
  * the tile's two row vectors */
 #define Q4_W 16

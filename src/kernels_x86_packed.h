@@ -1,6 +1,6 @@
 /* The packed kernels of the x86 tables (kernels_avx2.c, kernels_avx512.c), one template for both: the
  * layouts and the dot orders of pack.h (Q4_0, F16, Q4_K), one serial FMA chain per row. Not a public
- * header. Q4_0 first; the K-quants at the end.
+ * header. Q4_0 first, then F16, then Q4_K.
  *
  * Lane r of a vector of Q4_W rows (AVX-512: 16 = one packed group, AVX2: 8 = half a group) holds row r's
  * chain. Per block and dword group k (0..7) the vector of the rows' four nibbles of elements 4k..4k+3 is
@@ -26,8 +26,8 @@
  *   Q4_ACC0(o), Q4_STEP(a, w, p), Q4_END(a, o)   a block's integer sums: start (o = -8 * the activation
  *                          block's sum), one dword group (w the weights, p the activation's 4 bytes), the
  *                          per-row int32 result (q4_ld32(p): those 4 bytes as an int32) */
-#ifndef ELI_KERNELS_X86_Q4_H
-#define ELI_KERNELS_X86_Q4_H
+#ifndef ELI_KERNELS_X86_PACKED_H
+#define ELI_KERNELS_X86_PACKED_H
 
 #include <immintrin.h>
 #include <stdint.h>
@@ -52,7 +52,7 @@ typedef struct {
 } q4_blk;
 
 /* blocks per prefill chunk: a run's unpacked chunk (64 rows x 8 blocks: 18 KiB) stays in L1 while all
- * token tiles pass over it (h6's measurement on the transposing kernel: 8 blocks 125 GMAC/s against 123
+ * token tiles pass over it (measured on the earlier transposing kernel: 8 blocks 125 GMAC/s against 123
  * with 16 and 122 with 32) */
 #define Q4_CHUNK 8
 _Static_assert(Q4_GV % Q4_TR == 0 && ELI_KERNEL_MAX_NT % Q4_TT == 0 && Q4_TT > 1 && ELI_KERNEL_MAX_NT % PF_TT == 0,
