@@ -415,7 +415,7 @@ static int bind_masked_head(binder *b) {
     return ELI_OK;
 }
 
-eli_model *eli_model_from_gguf(gguf_file *f, eli_error *err) {
+static eli_model *model_from_gguf(gguf_file *f, int pack, eli_error *err) {
     gguf_str arch;
     int rc = gguf_get_str(f, "general.architecture", &arch, err);
     if (rc < 0) return NULL;
@@ -484,7 +484,7 @@ eli_model *eli_model_from_gguf(gguf_file *f, eli_error *err) {
     for (int il = 0; il < hp->n_layer; il++)
         if (bind_layer(&b, il, n_ff, n_head, n_kv, swa)) goto fail;
     for (uint64_t i = 0; i < gguf_n_tensors(f); i++) m->weight_bytes += gguf_tensor_at(f, i)->nbytes;
-    if (eli_model_pack(m, err)) goto fail;
+    if (pack && eli_model_pack(m, err)) goto fail;
     free(n_ff), free(n_head), free(n_kv), free(swa);
     return m;
 fail:
@@ -494,16 +494,21 @@ fail:
     return NULL;
 }
 
-eli_model *eli_model_load(const char *path, eli_error *err) {
+eli_model *eli_model_from_gguf(gguf_file *f, eli_error *err) { return model_from_gguf(f, 1, err); }
+
+static eli_model *load(const char *path, int pack, eli_error *err) {
     gguf_file *f = gguf_open(path, err);
     if (!f) return NULL;
-    eli_model *m = eli_model_from_gguf(f, err);
+    eli_model *m = model_from_gguf(f, pack, err);
     if (!m) {
         eli_error_prefix(err, "%s", path);
         gguf_close(f);
     }
     return m;
 }
+
+eli_model *eli_model_load(const char *path, eli_error *err) { return load(path, 1, err); }
+eli_model *eli_model_load_mapped(const char *path, eli_error *err) { return load(path, 0, err); }
 
 void eli_model_free(eli_model *m) {
     if (!m) return;

@@ -94,8 +94,12 @@ typedef struct eli_model {
     size_t packed_map_len;
 } eli_model;
 
-/* Loads a gemma4 or gemma4-assistant GGUF (the file is opened and mapped; the model owns it). */
+/* Loads a gemma4 or gemma4-assistant GGUF (the file is opened and mapped; the model owns it), its
+ * matrices moved out of the mapping for the kernels (eli_model_pack). */
 eli_model *eli_model_load(const char *path, eli_error *err);
+/* The same with the weights left in the mapping, untouched: for inspecting a model (info, plan) without
+ * reading its weights. */
+eli_model *eli_model_load_mapped(const char *path, eli_error *err);
 /* Binds a model over an already opened file; takes ownership of f on success. */
 eli_model *eli_model_from_gguf(gguf_file *f, eli_error *err);
 void eli_model_free(eli_model *m);

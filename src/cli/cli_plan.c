@@ -118,7 +118,8 @@ int cli_plan(int argc, char **argv) {
         }
         return 0;
     }
-    eli_model *m = eli_model_load(path, &err);
+    /* --measure runs tokens, so it loads the weights as a stream would */
+    eli_model *m = measure ? eli_model_load(path, &err) : eli_model_load_mapped(path, &err);
     if (!m) return cli_die("%s", err.msg);
     const uint64_t h0 = heap_in_use();
     eli_tokenizer *tok = eli_tokenizer_load(m->file, &err);
