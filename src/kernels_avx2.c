@@ -304,6 +304,7 @@ typedef __m256 q4vf;
 #define Q4_TR 1
 #define Q4_TT 4
 #define PF_TR 2
+#define PF_TR_SMALL 4
 #define PF_TT 4
 #define q4_raw(p, h) loadu256((p) + 32 * (h))
 #define pk_f16(p, h) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((p) + 16 * (h))))

@@ -87,6 +87,7 @@ typedef __m512 q4vf;
 #define Q4_TR 2
 #define Q4_TT 4
 #define PF_TR 2
+#define PF_TR_SMALL 4
 #define PF_TT 8
 #define q4_raw(p, h) ((void)(h), _mm512_loadu_si512(p))
 #define pk_f16(p, h) ((void)(h), _mm512_cvtph_ps(loadu256(p)))

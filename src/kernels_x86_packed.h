@@ -19,6 +19,7 @@
  *   pk_f16(p, h)           the vector's rows' fp16 field at p (a group's 16 values) as floats
  *   pk_u8(p, h)            the vector's rows' byte field at p (16 bytes), zero extended to int32
  *   PF_TR, PF_TT           the F16 prefill register tile: PF_TR row vectors x PF_TT tokens
+ *   PF_TR_SMALL            the row vectors of a tile of 1 or 2 tokens
  *   PK_DOT4(a, w, p)       a + the 4-element sums of the unsigned bytes of w with the activation's 4 bytes at p,
  *                          in int32 (the K-quants)
  *   Q4V(op)                the intrinsic _mm512_op / _mm256_op (the operations whose names differ only so)
@@ -230,11 +231,11 @@ static void packed_gemv_f16(int64_t n, int64_t rows, const void *vx, size_t bx, 
 /* TR row vectors (from v0) x TT tokens (from t0) over block column p, their chains in acc */
 static inline __attribute__((always_inline)) void pf_tile(const int TR, const int TT, const uint8_t *p, int v0, int t0,
                                                           const float yf[][ELI_PACK_F16_QK], q4vf acc[][ELI_KERNEL_MAX_NT]) {
-    q4vf f[PF_TR][PF_TT];
+    q4vf f[PF_TR_SMALL][PF_TT];
     for (int v = 0; v < TR; v++)
         for (int t = 0; t < TT; t++) f[v][t] = acc[v0 + v][t0 + t];
     for (int e = 0; e < ELI_PACK_F16_QK; e++) {
-        q4vf w[PF_TR];
+        q4vf w[PF_TR_SMALL];
         for (int v = 0; v < TR; v++)
             w[v] = pk_f16(p + (size_t)((v0 + v) / Q4_VG) * ELI_PACK_F16_BYTES + 32 * e, (v0 + v) % Q4_VG);
         for (int t = 0; t < TT; t++) {
@@ -246,11 +247,13 @@ static inline __attribute__((always_inline)) void pf_tile(const int TR, const in
         for (int t = 0; t < TT; t++) acc[v0 + v][t0 + t] = f[v][t];
 }
 
-/* all row vectors x TT tokens from t0 */
+/* all row vectors x TT tokens from t0: PF_TR row vectors per tile, PF_TR_SMALL for 1 or 2 tokens (an MTP
+ * verification), whose FMA chains would otherwise be too few to cover the FMA latency */
 static inline __attribute__((always_inline)) void pf_tiles(const int TT, int nv, const uint8_t *p, int t0,
                                                            const float yf[][ELI_PACK_F16_QK], q4vf acc[][ELI_KERNEL_MAX_NT]) {
+    const int TR = TT <= 2 ? PF_TR_SMALL : PF_TR;
     int v0 = 0;
-    for (; v0 + PF_TR <= nv; v0 += PF_TR) pf_tile(PF_TR, TT, p, v0, t0, yf, acc);
+    for (; v0 + TR <= nv; v0 += TR) pf_tile(TR, TT, p, v0, t0, yf, acc);
     for (; v0 < nv; v0++) pf_tile(1, TT, p, v0, t0, yf, acc);
 }
 
@@ -266,6 +269,9 @@ static void packed_gemm_f16(int64_t n, int nr, int nt, const void *vx, size_t bx
         for (int t = 0; t < nt; t++) acc[v][t] = Q4V(setzero_ps)();
     for (int64_t ib = 0; ib < nb; ib++) {
         const uint8_t *p = (const uint8_t *)vx + (size_t)ib * (size_t)ng * ELI_PACK_F16_BYTES;
+        /* a few tokens stream the weights once: the next columns from L3 or DRAM ahead of the FMA chains */
+        for (size_t l = 0; l < (size_t)ng * ELI_PACK_F16_BYTES; l += 64)
+            _mm_prefetch((const char *)(p + 2 * (size_t)ng * ELI_PACK_F16_BYTES + l), _MM_HINT_T0);
         float yf[ELI_KERNEL_MAX_NT][ELI_PACK_F16_QK];
         for (int t = 0; t < nt; t++)
             pf_act((const eli_fp16 *)((const uint8_t *)vy + (size_t)t * by) + ib * ELI_PACK_F16_QK, yf[t]);
