@@ -16,14 +16,7 @@
  * these exact per-(row, token) operations.
  * Float contraction is off (as in quants.c): a*b+c must not become an FMA where the reference rounds the
  * product; the fused steps are written as explicit FMAs. */
-#if defined(__FAST_MATH__)
-#error "kernels_avx2.c must not be built with -ffast-math"
-#endif
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "fp_exact.h"
 
 #include "kernels.h"
 

@@ -12,14 +12,7 @@
  * Bit-exact with quants.c (lanes8_fma): lane l of dpbusd sums elements 4l..4l+3 of a block, exactly the
  * reference's integer lane; the offset is folded in by starting the accumulation at -offset * (the lane's
  * activation sum); then one FMA per block with d = d_x * d_y and the lanes8_total tree at the end. */
-#if defined(__FAST_MATH__)
-#error "kernels_avx512.c must not be built with -ffast-math"
-#endif
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "fp_exact.h"
 
 #include "kernels.h"
 

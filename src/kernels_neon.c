@@ -26,14 +26,7 @@
  * FPCR), which agree with eli_fp16_to_fp32 / eli_fp32_to_fp16 on every non-NaN value.
  * Float contraction is off (as in quants.c): a*b+c must not become an FMA in the exact paths; the fused
  * steps (the integer formats' lanes, the attention helpers) are written as explicit FMAs. */
-#if defined(__FAST_MATH__)
-#error "kernels_neon.c must not be built with -ffast-math"
-#endif
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "fp_exact.h"
 
 #include "kernels.h"
 

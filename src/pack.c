@@ -1,12 +1,5 @@
 /* Packed weight layouts (pack.h): repacking at load and the scalar packed kernels. */
-#if defined(__FAST_MATH__)
-#error "pack.c must not be built with -ffast-math: the reference kernels rely on exact IEEE float semantics"
-#endif
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "fp_exact.h"
 
 #include "pack.h"
 

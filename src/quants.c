@@ -12,24 +12,17 @@
  * Bit-exactness depends on evaluation order of float expressions, which is why many expressions below are
  * written in a specific (sometimes odd-looking) form, e.g. `(w * x) * l` rather than `w * (x * l)`. Do not
  * "simplify" them. For the same reason the compiler must not fuse a*b+c into an FMA (that changes the
- * rounding): FP_CONTRACT is switched off below for clang, and for GCC through its optimize pragma (GCC
+ * rounding): FP_CONTRACT is switched off (fp_exact.h) for clang, and for GCC through its optimize pragma (GCC
  * already defaults to -ffp-contract=off in ISO C mode, but not with -std=gnu11).
  *
  * Measured on the golden files: with FMA contraction (gcc -std=gnu11 -march=native without the pragma)
  * about 6% of Q4_K rows and 1-2% of Q6_K rows come out different from llama-quantize's; without it, all rows
  * match. llama-quantize's reference quantizers live in ggml-base, which is built without -march flags, so
  * on x86-64 they never use FMA. clang's -ffp-contract=fast overrides the pragma: do not build with it (nor
- * with -ffast-math, rejected below).
+ * with -ffast-math, rejected there).
  *
  * Blocks are read and written through memcpy into local structs, so rows need no particular alignment. */
-#if defined(__FAST_MATH__)
-#error "quants.c must not be built with -ffast-math: it relies on exact IEEE float semantics"
-#endif
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "fp_exact.h"
 
 #include "quants.h"
 
