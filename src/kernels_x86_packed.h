@@ -192,6 +192,16 @@ static inline void pf_act(const eli_fp16 *y, float *o) {
     for (int i = 0; i < 4; i++) _mm256_storeu_ps(o + 8 * i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + 8 * i))));
 }
 
+/* NV row vectors' chains over one block column at p, interleaved element by element */
+static inline __attribute__((always_inline)) void pf_col(const int NV, const uint8_t *p, const float yf[ELI_PACK_F16_QK],
+                                                         q4vf acc[]) {
+    for (int e = 0; e < ELI_PACK_F16_QK; e++) {
+        const q4vf ye = Q4V(set1_ps)(yf[e]);
+        for (int v = 0; v < NV; v++)
+            acc[v] = Q4V(fmadd_ps)(pk_f16(p + (size_t)(v / Q4_VG) * ELI_PACK_F16_BYTES + 32 * e, v % Q4_VG), ye, acc[v]);
+    }
+}
+
 static void packed_gemv_f16(int64_t n, int64_t rows, const void *vx, size_t bx, const void *vy, float *s) {
     const int64_t nb = n / ELI_PACK_F16_QK;
     const eli_fp16 *y = vy;
@@ -207,22 +217,8 @@ static void packed_gemv_f16(int64_t n, int64_t rows, const void *vx, size_t bx, 
             for (size_t l = 0; l < col; l += 64) _mm_prefetch((const char *)(p + 2 * col + l), _MM_HINT_T0);
             float yf[ELI_PACK_F16_QK];
             pf_act(y + ib * ELI_PACK_F16_QK, yf);
-            /* the row vectors' chains interleaved, element by element */
-            if (nv == Q4_GV) {
-                for (int e = 0; e < ELI_PACK_F16_QK; e++) {
-                    const q4vf ye = Q4V(set1_ps)(yf[e]);
-                    for (int v = 0; v < Q4_GV; v++)
-                        acc[v] = Q4V(fmadd_ps)(pk_f16(p + (size_t)(v / Q4_VG) * ELI_PACK_F16_BYTES + 32 * e, v % Q4_VG), ye,
-                                               acc[v]);
-                }
-            } else {
-                for (int e = 0; e < ELI_PACK_F16_QK; e++) {
-                    const q4vf ye = Q4V(set1_ps)(yf[e]);
-                    for (int v = 0; v < nv; v++)
-                        acc[v] = Q4V(fmadd_ps)(pk_f16(p + (size_t)(v / Q4_VG) * ELI_PACK_F16_BYTES + 32 * e, v % Q4_VG), ye,
-                                               acc[v]);
-                }
-            }
+            if (nv == Q4_GV) pf_col(Q4_GV, p, yf, acc); /* a whole run: the count a constant the loops unroll by */
+            else pf_col(nv, p, yf, acc);
         }
         for (int v = 0; v < nv; v++) Q4V(storeu_ps)(s + r0 + v * Q4_W, acc[v]);
     }
