@@ -403,6 +403,10 @@ static inline void scale_rows(float *dst, const float *x, float d, int n) {
                 float dd[X86_GCHUNK][ELI_KERNEL_MAX_NT][GRM]; /* a block's products contiguous */               \
                 WX_T wx[X86_GCHUNK][GRM]; /* the weight blocks, prepared once for all token groups */           \
                 for (int i = 0; i < cn; i++) {                                                                   \
+                    /* the next GRM rows' blocks: GRM row streams at once defeat the hardware prefetcher, and \
+                     * a few tokens (an MTP verification) read the weights once from DRAM */                     \
+                    for (int r = 0; r < (GRM); r++)                                                              \
+                        _mm_prefetch((const char *)(xr[r] + c0 + i) + (size_t)(GRM) * bx, _MM_HINT_T0);          \
                     for (int r = 0; r < (GRM); r++) wx[i][r] = UX(xr[r] + c0 + i);                               \
                     float dx[GRM], mx[GRM];                                                                      \
                     for (int r = 0; r < (GRM); r++) {                                                            \

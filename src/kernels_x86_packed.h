@@ -14,6 +14,7 @@
  * The including file defines, before including this:
  *   Q4_W                   rows per vector; q4vi / q4vf its integer and float vector types
  *   Q4_TR, Q4_TT           the prefill register tile: Q4_TR row vectors x Q4_TT tokens
+ *   Q4_TR_SMALL            the row vectors of a prefill tile of 2 tokens
  *   q4_raw(p, h)           the packed bytes of this vector's rows at p (a dword group of a group), h the
  *                          vector's half of its group (always 0 when Q4_W = 16)
  *   pk_f16(p, h)           the vector's rows' fp16 field at p (a group's 16 values) as floats
@@ -56,7 +57,7 @@ typedef struct {
  * token tiles pass over it (measured on the earlier transposing kernel: 8 blocks 125 GMAC/s against 123
  * with 16 and 122 with 32) */
 #define Q4_CHUNK 8
-_Static_assert(Q4_GV % Q4_TR == 0 && ELI_KERNEL_MAX_NT % Q4_TT == 0 && Q4_TT > 1 && ELI_KERNEL_MAX_NT % PF_TT == 0,
+_Static_assert(Q4_GV % Q4_TR == 0 && Q4_GV % Q4_TR_SMALL == 0 && ELI_KERNEL_MAX_NT % Q4_TT == 0 && Q4_TT > 1 && ELI_KERNEL_MAX_NT % PF_TT == 0,
                "the tiles must divide a call");
 
 /* vector v's weights of the block column at p (its run's ng groups' packed bytes) */
@@ -121,37 +122,51 @@ static inline void q4_store(int nv, int nt, q4vf acc[][ELI_KERNEL_MAX_NT], float
 }
 
 /* Prefill: one run of nr rows (a multiple of 16, at most 64) x nt tokens. Per chunk of Q4_CHUNK blocks the
- * run's weights are unpacked once into wb, then every token tile passes over the chunk. Tokens past nt
- * repeat the last one (memory that exists); their results are dropped. */
+ * run's weights are unpacked once into wb, then every token tile passes over the chunk: Q4_TR x Q4_TT
+ * tiles, then a tail of 2 tokens in Q4_TR_SMALL x 2 tiles and one of 1 token over all the run's vectors. */
 static void packed_gemm_q4_0(int64_t n, int nr, int nt, const void *vx, size_t bx, const void *vy, size_t by,
                              float *s, size_t bs) {
     (void)bx;
     const int64_t nb = n / 32;
-    const int ng = nr / ELI_PACK_GROUP, nv = ng * Q4_VG, ntp = (nt + Q4_TT - 1) / Q4_TT * Q4_TT;
+    const int ng = nr / ELI_PACK_GROUP, nv = ng * Q4_VG;
     const uint8_t *x = vx;
     const eli_block_q8_0 *yt[ELI_KERNEL_MAX_NT];
-    for (int t = 0; t < ntp; t++)
-        yt[t] = (const eli_block_q8_0 *)((const uint8_t *)vy + (size_t)(t < nt ? t : nt - 1) * by);
+    for (int t = 0; t < nt; t++) yt[t] = (const eli_block_q8_0 *)((const uint8_t *)vy + (size_t)t * by);
     q4vf acc[Q4_GV][ELI_KERNEL_MAX_NT];
     for (int v = 0; v < nv; v++)
-        for (int t = 0; t < ntp; t++) acc[v][t] = Q4V(setzero_ps)();
+        for (int t = 0; t < nt; t++) acc[v][t] = Q4V(setzero_ps)();
     for (int64_t c0 = 0; c0 < nb; c0 += Q4_CHUNK) {
         const int cn = (int)(nb - c0 < Q4_CHUNK ? nb - c0 : Q4_CHUNK);
         q4_blk wb[Q4_CHUNK][Q4_GV];
         int32_t yo[Q4_CHUNK][ELI_KERNEL_MAX_NT];
         float dy[Q4_CHUNK][ELI_KERNEL_MAX_NT];
         for (int i = 0; i < cn; i++) {
-            const uint8_t *p = x + (size_t)(c0 + i) * (size_t)ng * ELI_PACK_Q4_0_BYTES;
+            const size_t col = (size_t)ng * ELI_PACK_Q4_0_BYTES;
+            const uint8_t *p = x + (size_t)(c0 + i) * col;
+            /* as in decode: a few tokens stream the weights once, from L3 or DRAM */
+            for (size_t l = 0; l < col; l += 64) _mm_prefetch((const char *)(p + 8 * col + l), _MM_HINT_T0);
             for (int v = 0; v < nv; v++) q4_unpack(p, v, &wb[i][v]);
-            for (int t = 0; t < ntp; t++) {
+            for (int t = 0; t < nt; t++) {
                 yo[i][t] = q4_yoff(yt[t] + c0 + i);
                 dy[i][t] = h2f(&yt[t][c0 + i].d);
             }
         }
-        for (int t0 = 0; t0 < ntp; t0 += Q4_TT) {
+        int t0 = 0;
+        for (; t0 + Q4_TT <= nt; t0 += Q4_TT) {
             int v0 = 0;
             for (; v0 + Q4_TR <= nv; v0 += Q4_TR) q4_tile(Q4_TR, Q4_TT, cn, c0, wb, v0, yt, t0, yo, dy, acc);
             for (; v0 < nv; v0++) q4_tile(1, Q4_TT, cn, c0, wb, v0, yt, t0, yo, dy, acc);
+        }
+        if (nt - t0 >= 2) { /* token tails of 2 and 1 (an MTP verify batch of 2, 3, 5, 6 ..: no padded tokens) */
+            int v0 = 0;
+            for (; v0 + Q4_TR_SMALL <= nv; v0 += Q4_TR_SMALL) q4_tile(Q4_TR_SMALL, 2, cn, c0, wb, v0, yt, t0, yo, dy, acc);
+            for (; v0 < nv; v0++) q4_tile(1, 2, cn, c0, wb, v0, yt, t0, yo, dy, acc);
+            t0 += 2;
+        }
+        if (t0 < nt) {
+            if (nv == Q4_GV) q4_tile(Q4_GV, 1, cn, c0, wb, 0, yt, t0, yo, dy, acc);
+            else
+                for (int v = 0; v < nv; v++) q4_tile(1, 1, cn, c0, wb, v, yt, t0, yo, dy, acc);
         }
     }
     q4_store(nv, nt, acc, s, bs);
@@ -283,40 +298,54 @@ static void packed_gemm_f16(int64_t n, int nr, int nt, const void *vx, size_t bx
 
 /* ---- K-quants: one super-block of one row vector against one activation block ---- */
 
-/* Q4_K: S = sum over sub-blocks j of sc_j * (q . y over j), M = sum of m_j * (y's sum over j) */
-static inline __attribute__((always_inline)) void pk_q4_K_sums(const uint8_t *g, int h, const eli_block_q8_K *y,
-                                                               q4vi *S, q4vi *M) {
+/* Q4_K: S = sum over sub-blocks j of sc_j * (q . y over j), M = sum of m_j * (y's sum over j), for TT (1 or
+ * 2) tokens y[t] at once, which share the unpacking of the nibbles */
+static inline __attribute__((always_inline)) void pk_q4_K_sums(const int TT, const uint8_t *g, int h,
+                                                               const eli_block_q8_K *const y[], q4vi S[], q4vi M[]) {
     const q4vi m = Q4V(set1_epi8)(0x0F);
-    q4vi s = Q4_ZERO(), mm = Q4_ZERO();
+    for (int t = 0; t < TT; t++) S[t] = Q4_ZERO(), M[t] = Q4_ZERO();
     for (int c = 0; c < 4; c++) {
-        q4vi lo = Q4_ZERO(), hi = Q4_ZERO();
+        q4vi lo[2], hi[2];
+        for (int t = 0; t < TT; t++) lo[t] = Q4_ZERO(), hi[t] = Q4_ZERO();
         for (int i = 0; i < 8; i++) {
             const q4vi raw = q4_raw(g + 320 + 64 * (8 * c + i), h);
-            lo = PK_DOT4(lo, Q4_AND(raw, m), y->qs + 64 * c + 4 * i);
-            hi = PK_DOT4(hi, Q4_AND(Q4V(srli_epi16)(raw, 4), m), y->qs + 64 * c + 32 + 4 * i);
+            const q4vi wl = Q4_AND(raw, m), wh = Q4_AND(Q4V(srli_epi16)(raw, 4), m);
+            for (int t = 0; t < TT; t++) {
+                lo[t] = PK_DOT4(lo[t], wl, y[t]->qs + 64 * c + 4 * i);
+                hi[t] = PK_DOT4(hi[t], wh, y[t]->qs + 64 * c + 32 + 4 * i);
+            }
         }
-        s = Q4V(add_epi32)(s, Q4V(mullo_epi32)(lo, pk_u8(g + 64 + 16 * (2 * c), h)));
-        s = Q4V(add_epi32)(s, Q4V(mullo_epi32)(hi, pk_u8(g + 64 + 16 * (2 * c + 1), h)));
+        const q4vi sl = pk_u8(g + 64 + 16 * (2 * c), h), sh = pk_u8(g + 64 + 16 * (2 * c + 1), h);
+        for (int t = 0; t < TT; t++) {
+            S[t] = Q4V(add_epi32)(S[t], Q4V(mullo_epi32)(lo[t], sl));
+            S[t] = Q4V(add_epi32)(S[t], Q4V(mullo_epi32)(hi[t], sh));
+        }
     }
-    for (int j = 0; j < 8; j++)
-        mm = Q4V(add_epi32)(mm, Q4V(mullo_epi32)(pk_u8(g + 192 + 16 * j, h),
-                                                 Q4V(set1_epi32)(y->bsums[2 * j] + y->bsums[2 * j + 1])));
-    *S = s, *M = mm;
+    for (int j = 0; j < 8; j++) {
+        const q4vi mj = pk_u8(g + 192 + 16 * j, h);
+        for (int t = 0; t < TT; t++)
+            M[t] = Q4V(add_epi32)(M[t], Q4V(mullo_epi32)(mj, Q4V(set1_epi32)(y[t]->bsums[2 * j] + y[t]->bsums[2 * j + 1])));
+    }
 }
 
-/* one super-block of row vector v (its run's block column at p, ng groups) into the chain f, token y */
-static inline __attribute__((always_inline)) q4vf pk_q4_K_step(const uint8_t *p, int v, const eli_block_q8_K *y, q4vf f) {
+/* one super-block of row vector v (its run's block column at p, ng groups) into the chains f[t] of TT (1 or
+ * 2) tokens y[t] */
+static inline __attribute__((always_inline)) void pk_q4_K_step(const int TT, const uint8_t *p, int v,
+                                                               const eli_block_q8_K *const y[], q4vf f[]) {
     const uint8_t *g = p + (size_t)(v / Q4_VG) * ELI_PACK_Q4_K_BYTES;
     const int h = v % Q4_VG;
-    q4vi S, M;
-    pk_q4_K_sums(g, h, y, &S, &M);
-    const q4vf dy = Q4V(set1_ps)(y->d);
-    f = Q4V(fmadd_ps)(Q4V(cvtepi32_ps)(S), Q4V(mul_ps)(pk_f16(g, h), dy), f);
-    return Q4V(fnmadd_ps)(Q4V(cvtepi32_ps)(M), Q4V(mul_ps)(pk_f16(g + 32, h), dy), f);
+    q4vi S[2], M[2];
+    pk_q4_K_sums(TT, g, h, y, S, M);
+    for (int t = 0; t < TT; t++) {
+        const q4vf dy = Q4V(set1_ps)(y[t]->d);
+        f[t] = Q4V(fmadd_ps)(Q4V(cvtepi32_ps)(S[t]), Q4V(mul_ps)(pk_f16(g, h), dy), f[t]);
+        f[t] = Q4V(fnmadd_ps)(Q4V(cvtepi32_ps)(M[t]), Q4V(mul_ps)(pk_f16(g + 32, h), dy), f[t]);
+    }
 }
 
 /* Decode and prefill of Q4_K: the runs' super-blocks in order, each row vector's chain advanced by
- * one super-block per token (prefill: the run's bytes of a super-block stay in L1 for all the call's tokens) */
+ * one super-block per token (prefill: the run's bytes of a super-block stay in L1 for all the call's
+ * tokens, which go through them two at a time) */
 #define ELI_X86_PACKED_K(NAME, GBYTES, STEP)                                                                          \
     static void packed_gemv_##NAME(int64_t n, int64_t rows, const void *vx, size_t bx, const void *vy, float *s) {   \
         const int64_t nb = n / 256;                                                                                   \
@@ -331,7 +360,8 @@ static inline __attribute__((always_inline)) q4vf pk_q4_K_step(const uint8_t *p,
             for (int64_t ib = 0; ib < nb; ib++) {                                                                     \
                 const uint8_t *p = x + (size_t)ib * col;                                                              \
                 for (size_t l = 0; l < col; l += 64) _mm_prefetch((const char *)(p + col + l), _MM_HINT_T0);     \
-                for (int v = 0; v < nv; v++) acc[v] = STEP(p, v, y + ib, acc[v]);                                      \
+                const eli_block_q8_K *const yb[1] = {y + ib};                                                         \
+                for (int v = 0; v < nv; v++) STEP(1, p, v, yb, acc + v);                                              \
             }                                                                                                         \
             for (int v = 0; v < nv; v++) Q4V(storeu_ps)(s + r0 + v * Q4_W, acc[v]);                                   \
         }                                                                                                             \
@@ -347,9 +377,16 @@ static inline __attribute__((always_inline)) q4vf pk_q4_K_step(const uint8_t *p,
             for (int t = 0; t < nt; t++) acc[v][t] = Q4V(setzero_ps)();                                               \
         for (int64_t ib = 0; ib < nb; ib++) {                                                                         \
             const uint8_t *p = (const uint8_t *)vx + (size_t)ib * col;                                                \
-            for (int t = 0; t < nt; t++) {                                                                            \
-                const eli_block_q8_K *y = (const eli_block_q8_K *)((const uint8_t *)vy + (size_t)t * by) + ib;       \
-                for (int v = 0; v < nv; v++) acc[v][t] = STEP(p, v, y, acc[v][t]);                                     \
+            for (size_t l = 0; l < col; l += 64) _mm_prefetch((const char *)(p + col + l), _MM_HINT_T0);             \
+            const eli_block_q8_K *yb[ELI_KERNEL_MAX_NT];                                                              \
+            for (int t = 0; t < nt; t++) yb[t] = (const eli_block_q8_K *)((const uint8_t *)vy + (size_t)t * by) + ib; \
+            for (int v = 0; v < nv; v++) {                                                                            \
+                q4vf f[ELI_KERNEL_MAX_NT];                                                                            \
+                for (int t = 0; t < nt; t++) f[t] = acc[v][t];                                                        \
+                int t = 0;                                                                                            \
+                for (; t + 2 <= nt; t += 2) STEP(2, p, v, yb + t, f + t);                                             \
+                if (t < nt) STEP(1, p, v, yb + t, f + t);                                                             \
+                for (t = 0; t < nt; t++) acc[v][t] = f[t];                                                            \
             }                                                                                                         \
         }                                                                                                             \
         q4_store(nv, nt, acc, s, bs);                                                                                 \

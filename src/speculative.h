@@ -13,7 +13,8 @@
  * acceptance rate (decayed counts of accepted and rejected drafts), and costs w draft steps plus a
  * verify batch of w + 1 tokens. When even the best window is slower than plain steps, drafting pauses
  * for a growing number of tokens, so a poor drafter (or a machine where verifying is not cheaper than
- * decoding) costs little. Greedy decoding measures the costs (eli_spec_note_plain, and the rounds
+ * decoding) costs little. Greedy decoding measures the costs (eli_spec_note_plain, after the first 4 plain
+ * steps of a stream, which run slow while the weights come back into the caches; and the rounds
  * themselves; the median of each cost's last 9 samples counts, so one preempted step does not pause
  * drafting): its output never depends on the window. Sampling (temperature > 0) uses fixed nominal
  * costs instead, so every decision depends on the sampled tokens only and a seed gives the same sequence

@@ -5,6 +5,8 @@
  *   distribution (speculative rejection sampling), checked over many rounds with fixed seeds;
  * - at temperature > 0 a seed gives the same tokens in every run with MTP on (the window never depends
  *   on timing), on the golden pair and on eliza-1-nano, whose drafter is accepted (windows above 1);
+ * - the greedy window policy: unmeasured warm-up steps, then measured ones, then pauses that grow while
+ *   the drafter is not accepted;
  * - drafter/target mismatches are rejected with clear errors. */
 #include <math.h>
 #include <stdio.h>
@@ -96,6 +98,57 @@ static void test_reset_keep(const eli_model *m, const eli_tokenizer *tok, const 
     CHECK(generate(m, tok, NULL, 0, 0, seq, 40, 30, plain, NULL) == 30 && !memcmp(plain, first, sizeof(int32_t) * 30),
           "and equals greedy without MTP");
     eli_gen_free(g);
+}
+
+/* The greedy window policy, driven as the engine drives it, with a drafter the target never agrees with:
+ * the first WARMUP (4) plain steps of a stream are not measured, SPEED_SAMPLES (4) more are, then rounds
+ * start; once the rounds are measured, drafting pauses for 8, 16, 32, .. tokens, so a useless drafter
+ * costs a few rounds in 200 tokens (without the pauses it would be a round per token). The plain steps are
+ * noted with a fixed time: nothing here depends on how fast the machine is. */
+static void test_window_policy(const eli_model *m, const eli_model *d, const int32_t *seq) {
+    eli_context_params cp = eli_context_default_params();
+    cp.n_ctx = 320;
+    cp.kv_type = ELI_TYPE_F32;
+    eli_error err = {0};
+    eli_context *c = eli_context_create(m, &cp, &err);
+    eli_spec *s = eli_spec_create(d, m, cp.n_ctx, 1, 3, 0, 0, &err);
+    eli_sampler_params sp = eli_sampler_default_params();
+    sp.temperature = 0;
+    eli_sampler *smp = NULL;
+    eli_sampler_create(&sp, m->hp.n_vocab, &smp, &err);
+    float *logits = malloc(sizeof(float) * (size_t)m->hp.n_vocab), *h = malloc(sizeof(float) * (size_t)m->hp.n_embd);
+    CHECK(c && s && smp && logits && h, "%s", err.msg);
+    const eli_outputs o = {logits, h, 0};
+    CHECK(eli_decode_ex(c, seq, 20, &o, &err) == ELI_OK, "%s", err.msg);
+    int32_t last = eli_sampler_sample(smp, logits);
+    int first_round = -1, rounds = 0, accepted = 0, n = 0;
+    while (n < 200) {
+        const int w = eli_spec_window(s, 200 - n);
+        if (w > 0) {
+            int32_t out[8];
+            int k = 0, dr = 0, ac = 0;
+            if (eli_spec_round(s, c, smp, last, h, w, out, &k, &dr, &ac, &err)) {
+                CHECK(0, "round: %s", err.msg);
+                break;
+            }
+            if (first_round < 0) first_round = n;
+            rounds++, accepted += ac, n += k;
+            last = out[k - 1];
+        } else {
+            eli_sampler_accept(smp, last);
+            CHECK(eli_decode_ex(c, &last, 1, &o, &err) == ELI_OK, "%s", err.msg);
+            eli_spec_note_plain(s, 1e-4);
+            last = eli_sampler_sample(smp, logits);
+            n++;
+        }
+    }
+    CHECK(accepted == 0, "the random drafter is never accepted (%d)", accepted);
+    CHECK(first_round == 8, "rounds start after 4 unmeasured and 4 measured plain steps, not at token %d", first_round);
+    CHECK(rounds >= 5 && rounds <= 12, "a drafter that is never accepted gets %d rounds in 200 tokens (5..12)", rounds);
+    free(logits), free(h);
+    eli_sampler_free(smp);
+    eli_spec_free(s);
+    eli_context_free(c);
 }
 
 /* The token a round commits first is distributed as the target's sampling distribution at that position. */
@@ -330,6 +383,7 @@ int main(void) {
     test_greedy_identical(m, tok, d, seq);
     test_reset_keep(m, tok, d, seq);
     test_distribution(m, d, seq);
+    test_window_policy(m, d, seq);
     test_sampled_deterministic(m, tok, d, seq, 20, 0);
     test_sampled_deterministic_nano();
     test_mismatch(m);

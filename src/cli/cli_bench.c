@@ -6,7 +6,9 @@
  * one row of each embedding table, plus the K/V it attends to), the achieved GB/s, and a memory-read
  * bandwidth probe with the same thread count (the roofline). Peak RSS from getrusage and VmHWM.
  * With --draft FILE (a gemma4-assistant drafter), also greedy generation of n tokens from a real text
- * prompt with and without MTP: tok/s of both, the speedup, acceptance and the window the run settled on. */
+ * prompt with and without MTP, alternated --mtp-reps times: tok/s of both (medians), the speedup,
+ * acceptance and the window the last run settled on; and the ceiling of MTP for every window w: verify
+ * batches of w + 1 of the plain run's own tokens against plain steps, what a perfect, free drafter gives. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,7 +34,8 @@ static int usage(void) {
                     "  --depth D    tokens already in the KV cache when decoding starts\n"
                     "  --reference  scalar reference kernels (the \"reference\" backend)\n"
                     "  --draft FILE MTP: greedy generation with and without this drafter (--draft-max N, default 6;\n"
-                    "               --prompt-file F, default a built-in English paragraph)\n");
+                    "               --prompt-file F, default a built-in English paragraph; --mtp-reps N alternated runs\n"
+                    "               of each, default 3), and the ceiling: the speedup if every draft were right and free\n");
     return 2;
 }
 
@@ -131,11 +134,27 @@ const char cli_sample_text[] =
     "It was a bright cold morning in the early spring, and the road that ran along the river was still wet from the "
     "night's rain. The old house at the end of it had stood empty for many years, and the people of the village said";
 
+#define MTP_REPS_MAX 99
+
 typedef struct {
-    int64_t prompt_tokens, drafted, accepted, rounds;
-    double plain_tps, mtp_tps, speedup;
-    int window, identical;
+    int64_t prompt_tokens, drafted, accepted, rounds; /* counts summed over the MTP runs */
+    int reps;
+    double plain_tps, mtp_tps;   /* medians over the runs */
+    double speedup, lo, hi;      /* median, least and greatest of the runs' MTP / plain ratios */
+    int window, identical;       /* the last run's window; every run's output equal to plain greedy's */
+    int n_ceiling;               /* = draft_max */
+    double ceiling[64];          /* [w - 1]: the speedup of rounds of w drafts that are always right and free */
 } mtp_result;
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
 
 /* Generates n tokens greedily; returns tok/s of the generation (prefill excluded), or < 0 on error. */
 static double timed_generation(const eli_model *m, const eli_tokenizer *tok, const eli_gen_params *p, const int32_t *ids,
@@ -167,8 +186,63 @@ static double timed_generation(const eli_model *m, const eli_tokenizer *tok, con
     return (double)got / t;
 }
 
+/* Decodes seq[0 .. len-1] after the prompt in batches of k tokens (k = 1: plain steps), each row's greedy
+ * token checked against the next one of seq; returns the seconds taken, < 0 on error. */
+static double timed_batches(eli_context *c, eli_sampler *smp, const int32_t *ids, size_t n_ids, const int32_t *seq,
+                            int64_t len, int k, float *logits) {
+    eli_error err = {0};
+    const int32_t V = eli_context_model(c)->hp.n_vocab;
+    if (!eli_context_truncate(c, (int64_t)n_ids)) {
+        eli_context_reset(c);
+        if (eli_decode(c, ids, (int64_t)n_ids, NULL, 0, &err)) return cli_die("%s", err.msg), -1;
+    }
+    const double t = cli_now();
+    for (int64_t i = 0; i + 1 < len;) {
+        const int64_t b = i + k < len ? k : len - 1 - i;
+        if (eli_decode(c, seq + i, b, logits, 1, &err)) return cli_die("%s", err.msg), -1;
+        for (int64_t j = 0; j < b; j++)
+            if (eli_sampler_sample(smp, logits + (size_t)j * (size_t)V) != seq[i + j + 1])
+                return cli_die("bench: a batch of %d tokens chose another token than plain decoding at %lld", k,
+                               (long long)(i + j + 1)),
+                       -1;
+        i += b;
+    }
+    return cli_now() - t;
+}
+
+/* The most MTP can give on this model and machine: rounds whose drafts are always right and cost nothing
+ * (the plain run's own tokens, verified w + 1 at a time) against plain steps over the same tokens, each
+ * the median of reps runs. MTP pays only where a batch of w + 1 tokens costs much less than w + 1 steps:
+ * where decoding waits on memory, not where (a small model in the caches) it waits on arithmetic. */
+static int mtp_ceiling(const eli_model *m, const eli_context_params *cp, const int32_t *ids, size_t n_ids,
+                       const int32_t *seq, int64_t n, int reps, mtp_result *res) {
+    eli_error err = {0};
+    int64_t len = 0;
+    while (len < n && seq[len] >= 0) len++;
+    eli_context *c = eli_context_create(m, cp, &err);
+    eli_sampler_params sp = eli_sampler_default_params();
+    sp.temperature = 0;
+    eli_sampler *smp = NULL;
+    const int W = res->n_ceiling;
+    float *logits = malloc(sizeof(float) * (size_t)(W + 1) * (size_t)m->hp.n_vocab);
+    double *t = malloc(sizeof(double) * (size_t)(W + 1) * (size_t)reps);
+    int rc = !c || eli_sampler_create(&sp, m->hp.n_vocab, &smp, &err) ? cli_die("%s", err.msg) : 0;
+    if (!rc && (!logits || !t)) rc = cli_die("out of memory");
+    for (int r = 0; !rc && r < reps; r++) /* t[w * reps + r]: w = 0 is the plain steps */
+        for (int w = 0; !rc && w <= W; w++)
+            if ((t[w * reps + r] = timed_batches(c, smp, ids, n_ids, seq, len, w + 1, logits)) < 0) rc = 1;
+    if (!rc) {
+        const double plain = median(t, reps);
+        for (int w = 1; w <= W; w++) res->ceiling[w - 1] = plain / median(t + w * reps, reps);
+    }
+    free(logits), free(t);
+    eli_sampler_free(smp);
+    eli_context_free(c);
+    return rc;
+}
+
 static int bench_mtp(const eli_model *m, const char *draft_path, const char *prompt_file, int64_t n, int draft_max,
-                     const eli_context_params *cp, mtp_result *res) {
+                     int reps, const eli_context_params *cp, mtp_result *res) {
     eli_error err = {0};
     eli_tokenizer *tok = eli_tokenizer_load(m->file, &err);
     if (!tok) return cli_die("--draft needs the model's tokenizer: %s", err.msg);
@@ -191,7 +265,8 @@ static int bench_mtp(const eli_model *m, const char *draft_path, const char *pro
     int rc = eli_tokenize(tok, text ? text : cli_sample_text, text ? len : strlen(cli_sample_text), 1, 0, &ids, &n_ids, &err);
     free(text);
     int32_t *a = malloc(sizeof(int32_t) * (size_t)n), *b = malloc(sizeof(int32_t) * (size_t)n);
-    if (rc || !a || !b) {
+    double *runs = malloc(sizeof(double) * 3 * (size_t)reps);
+    if (rc || !a || !b || !runs) {
         cli_die("%s", rc ? err.msg : "out of memory");
         rc = 1;
     } else {
@@ -206,19 +281,33 @@ static int bench_mtp(const eli_model *m, const char *draft_path, const char *pro
         if (p.ctx.n_ctx > m->hp.n_ctx_train) p.ctx.n_ctx = m->hp.n_ctx_train;
         p.sampling.temperature = 0;
         p.max_tokens = n;
-        eli_spec_stats st;
         res->prompt_tokens = (int64_t)n_ids;
-        res->plain_tps = timed_generation(m, tok, &p, ids, n_ids, a, n, NULL);
-        p.draft = d, p.draft_min = 1, p.draft_max = draft_max;
-        res->mtp_tps = res->plain_tps > 0 ? timed_generation(m, tok, &p, ids, n_ids, b, n, &st) : -1;
-        rc = res->plain_tps < 0 || res->mtp_tps < 0;
+        res->reps = reps;
+        res->identical = 1;
+        /* plain and MTP runs alternated, so that a change of the machine's speed shows in both */
+        double *plain = runs, *mtp = runs + reps, *ratio = runs + 2 * reps;
+        for (int r = 0; !rc && r < reps; r++) {
+            eli_spec_stats st;
+            p.draft = NULL;
+            plain[r] = timed_generation(m, tok, &p, ids, n_ids, a, n, NULL);
+            p.draft = d, p.draft_min = 1, p.draft_max = draft_max;
+            mtp[r] = plain[r] > 0 ? timed_generation(m, tok, &p, ids, n_ids, b, n, &st) : -1;
+            rc = plain[r] < 0 || mtp[r] < 0;
+            if (rc) break;
+            ratio[r] = mtp[r] / plain[r];
+            res->drafted += st.drafted, res->accepted += st.accepted, res->rounds += st.rounds, res->window = st.window;
+            res->identical &= !memcmp(a, b, sizeof(int32_t) * (size_t)n);
+        }
         if (!rc) {
-            res->speedup = res->mtp_tps / res->plain_tps;
-            res->drafted = st.drafted, res->accepted = st.accepted, res->rounds = st.rounds, res->window = st.window;
-            res->identical = !memcmp(a, b, sizeof(int32_t) * (size_t)n);
+            res->plain_tps = median(plain, reps);
+            res->mtp_tps = median(mtp, reps);
+            res->speedup = median(ratio, reps); /* sorted now */
+            res->lo = ratio[0], res->hi = ratio[reps - 1];
+            res->n_ceiling = draft_max;
+            rc = mtp_ceiling(m, &p.ctx, ids, n_ids, a, n, reps, res);
         }
     }
-    free(a), free(b), free(ids);
+    free(a), free(b), free(ids), free(runs);
     eli_model_free(d);
     eli_tokenizer_free(tok);
     return rc;
@@ -229,7 +318,7 @@ int cli_bench(int argc, char **argv) {
     long long p = 512, n = 128, threads = 0, depth = 0;
     int json = 0, reference = 0;
     const char *draft_path = NULL, *prompt_file = NULL;
-    long long draft_max = 6;
+    long long draft_max = 6, mtp_reps = 3;
     uint32_t kv = ELI_TYPE_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -243,6 +332,7 @@ int cli_bench(int argc, char **argv) {
         else if (!strcmp(a, "--draft")) draft_path = i + 1 < argc ? argv[++i] : NULL;
         else if (!strcmp(a, "--prompt-file")) prompt_file = i + 1 < argc ? argv[++i] : NULL;
         else if (!strcmp(a, "--draft-max")) { if (cli_parse_int("--draft-max", i + 1 < argc ? argv[++i] : NULL, 1, 64, &draft_max)) return 2; }
+        else if (!strcmp(a, "--mtp-reps")) { if (cli_parse_int("--mtp-reps", i + 1 < argc ? argv[++i] : NULL, 1, MTP_REPS_MAX, &mtp_reps)) return 2; }
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--reference")) reference = 1;
         else return cli_die("bench: unknown option '%s'", a), usage();
@@ -317,7 +407,7 @@ int cli_bench(int argc, char **argv) {
     mtp_result mtp = {0};
     if (draft_path && n > 0) {
         eli_context_free(c), c = NULL; /* free its memory before the generation runs */
-        if (bench_mtp(m, draft_path, prompt_file, n, (int)draft_max, &cp, &mtp)) {
+        if (bench_mtp(m, draft_path, prompt_file, n, (int)draft_max, (int)mtp_reps, &cp, &mtp)) {
             free(toks), free(logits);
             eli_model_free(m);
             return 1;
@@ -342,14 +432,19 @@ int cli_bench(int argc, char **argv) {
                path, kname, threads, eli_type_name(kv), p, n, depth, load_s, pp_tps, pp_s * 1e3, p > 0 ? cold_s * 1e3 : 0, tg_tps,
                n > 0 ? tg_s * 1e3 / (double)n : 0, (unsigned long long)m->weight_bytes, bytes_tok, gbs, bw,
                bw > 0 ? gbs / bw : 0, rss, predicted_kb);
-        if (mtp.rounds || mtp.plain_tps > 0)
-            printf(", \"mtp\": {\"drafter\": \"%s\", \"prompt_tokens\": %lld, \"plain_tok_s\": %.3f, \"mtp_tok_s\": %.3f, "
-                   "\"speedup\": %.4f, \"drafted\": %lld, \"accepted\": %lld, \"acceptance\": %.4f, "
-                   "\"tokens_per_round\": %.4f, \"window\": %d, \"identical\": %s}",
-                   draft_path, (long long)mtp.prompt_tokens, mtp.plain_tps, mtp.mtp_tps, mtp.speedup, (long long)mtp.drafted,
-                   (long long)mtp.accepted, mtp.drafted ? (double)mtp.accepted / (double)mtp.drafted : 0,
+        if (mtp.plain_tps > 0) {
+            printf(", \"mtp\": {\"drafter\": \"%s\", \"prompt_tokens\": %lld, \"runs\": %d, \"plain_tok_s\": %.3f, "
+                   "\"mtp_tok_s\": %.3f, \"speedup\": %.4f, \"speedup_min\": %.4f, \"speedup_max\": %.4f, "
+                   "\"drafted\": %lld, \"accepted\": %lld, \"acceptance\": %.4f, \"tokens_per_round\": %.4f, "
+                   "\"window\": %d, \"identical\": %s, \"ceiling\": [",
+                   draft_path, (long long)mtp.prompt_tokens, mtp.reps, mtp.plain_tps, mtp.mtp_tps, mtp.speedup, mtp.lo, mtp.hi,
+                   (long long)mtp.drafted, (long long)mtp.accepted,
+                   mtp.drafted ? (double)mtp.accepted / (double)mtp.drafted : 0,
                    mtp.rounds ? (double)(mtp.accepted + mtp.rounds) / (double)mtp.rounds : 0, mtp.window,
                    mtp.identical ? "true" : "false");
+            for (int w = 0; w < mtp.n_ceiling; w++) printf("%s%.4f", w ? ", " : "", mtp.ceiling[w]);
+            printf("]}");
+        }
         printf("}\n");
     } else {
         printf("model            %s\n", path);
@@ -366,13 +461,17 @@ int cli_bench(int argc, char **argv) {
         printf("peak RSS         %10.1f MiB   (planner predicts %.1f MiB for this context: %.2fx)\n", (double)rss / 1024.0,
                predicted_kb / 1024.0, predicted_kb > 0 ? (double)rss / predicted_kb : 0);
         if (mtp.plain_tps > 0) {
-            printf("MTP greedy tg%-4lld  plain %.2f tok/s, MTP %.2f tok/s: %.2fx (%lld-token text prompt)\n", n,
-                   mtp.plain_tps, mtp.mtp_tps, mtp.speedup, (long long)mtp.prompt_tokens);
+            printf("MTP greedy tg%-4lld  plain %.2f tok/s, MTP %.2f tok/s: %.2fx (median of %d alternated runs, %.2f-%.2fx; "
+                   "%lld-token text prompt)\n",
+                   n, mtp.plain_tps, mtp.mtp_tps, mtp.speedup, mtp.reps, mtp.lo, mtp.hi, (long long)mtp.prompt_tokens);
             printf("MTP drafts       %lld drafted, %lld accepted (%.1f%%), %.2f tokens per round, window %d, output %s\n",
                    (long long)mtp.drafted, (long long)mtp.accepted,
                    mtp.drafted ? 100.0 * (double)mtp.accepted / (double)mtp.drafted : 0.0,
                    mtp.rounds ? (double)(mtp.accepted + mtp.rounds) / (double)mtp.rounds : 0.0, mtp.window,
                    mtp.identical ? "identical" : "DIFFERS");
+            printf("MTP ceiling      drafts always right and free, window 1..%d:", mtp.n_ceiling);
+            for (int w = 0; w < mtp.n_ceiling; w++) printf(" %.2fx", mtp.ceiling[w]);
+            printf("\n");
         }
     }
     free(toks), free(logits);

@@ -440,6 +440,50 @@ class Tokenize(unittest.TestCase):
         self.assertEqual(cli(["bench-tokenizer", "-m", VOCAB, "/nonexistent"], timeout=60)[0], 1)
 
 
+NANO = os.path.join(ROOT, "models", "eliza-1-nano", "text", "eliza-1-nano.gguf")
+NANO_DRAFTER = os.path.join(ROOT, "models", "eliza-1-nano", "mtp", "drafter-nano.gguf")
+
+
+@need(NANO)
+class BenchMTP(unittest.TestCase):
+    """`bench --draft`: plain and MTP generation alternated, and the ceiling (verify batches of the plain
+    run's own tokens, which exits 1 if a batch chooses another token than plain steps did). The assertions
+    are on what the runs did and on the report's consistency, never on timing."""
+
+    def test_json(self):
+        rc, out, err = cli(["bench", "-m", NANO, "-p", "0", "-n", "40", "-t", "2", "--draft", NANO_DRAFTER,
+                            "--draft-max", "4", "--mtp-reps", "2", "--json"])
+        self.assertEqual(rc, 0, err)
+        mtp = json.loads(out)["mtp"]
+        self.assertEqual((mtp["runs"], mtp["identical"], len(mtp["ceiling"])), (2, True, 4))
+        self.assertGreater(mtp["plain_tok_s"], 0)
+        self.assertGreater(mtp["mtp_tok_s"], 0)
+        self.assertLessEqual(mtp["speedup_min"], mtp["speedup"])
+        self.assertLessEqual(mtp["speedup"], mtp["speedup_max"])
+        self.assertTrue(all(c > 0 for c in mtp["ceiling"]), mtp["ceiling"])
+        # nano's drafter agrees with its target on most tokens of the default English paragraph
+        self.assertGreater(mtp["drafted"], 0)
+        self.assertGreater(mtp["accepted"], mtp["drafted"] // 3)
+        self.assertLessEqual(mtp["accepted"], mtp["drafted"])
+        self.assertGreaterEqual(mtp["tokens_per_round"], 1)
+        self.assertIn(mtp["window"], range(1, 5))
+
+    def test_text_and_bad_arguments(self):
+        rc, out, err = cli(["bench", "-m", NANO, "-p", "0", "-n", "16", "--draft", NANO_DRAFTER, "--draft-max", "2",
+                            "--mtp-reps", "1"])
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, rb"median of 1 alternated runs")
+        self.assertRegex(out, rb"output identical")
+        self.assertRegex(out, rb"MTP ceiling +drafts always right and free, window 1..2: [\d.]+x [\d.]+x\n")
+        for bad in (["--mtp-reps", "0"], ["--mtp-reps", "100"], ["--mtp-reps", "x"], ["--draft-max", "0"]):
+            rc, _, err = cli(["bench", "-m", NANO, "-p", "0", "-n", "4", "--draft", NANO_DRAFTER] + bad)
+            self.assertEqual(rc, 2, bad)
+            self.assertIn(bad[0].encode(), err)
+        rc, _, err = cli(["bench", "-m", NANO, "-p", "0", "-n", "4", "--draft", "/nonexistent.gguf"])
+        self.assertEqual(rc, 1)
+        self.assertIn(b"/nonexistent.gguf", err)
+
+
 @need(MODEL)
 class BenchChat(unittest.TestCase):
     """`bench-chat` drives a real multi-turn chat: the assertions are on what the cache did, not on timing."""
