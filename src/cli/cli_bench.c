@@ -8,7 +8,8 @@
  * With --draft FILE (a gemma4-assistant drafter), also greedy generation of n tokens from a real text
  * prompt with and without MTP, alternated --mtp-reps times: tok/s of both (medians), the speedup,
  * acceptance and the window the last run settled on; and the ceiling of MTP for every window w: verify
- * batches of w + 1 of the plain run's own tokens against plain steps, what a perfect, free drafter gives. */
+ * batches of w + 1 of the plain run's own tokens against plain steps, what a perfect, free drafter gives
+ * (--mtp-ceiling: the plain runs and the ceiling alone, for a model without a drafter). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,7 +36,8 @@ static int usage(void) {
                     "  --reference  scalar reference kernels (the \"reference\" backend)\n"
                     "  --draft FILE MTP: greedy generation with and without this drafter (--draft-max N, default 6;\n"
                     "               --prompt-file F, default a built-in English paragraph; --mtp-reps N alternated runs\n"
-                    "               of each, default 3), and the ceiling: the speedup if every draft were right and free\n");
+                    "               of each, default 3), and the ceiling: the speedup if every draft were right and free\n"
+                    "  --mtp-ceiling the ceiling alone, without a drafter (windows 1..--draft-max)\n");
     return 2;
 }
 
@@ -245,9 +247,9 @@ static int bench_mtp(const eli_model *m, const char *draft_path, const char *pro
                      int reps, const eli_context_params *cp, mtp_result *res) {
     eli_error err = {0};
     eli_tokenizer *tok = eli_tokenizer_load(m->file, &err);
-    if (!tok) return cli_die("--draft needs the model's tokenizer: %s", err.msg);
-    eli_model *d = eli_model_load(draft_path, &err);
-    if (!d || eli_drafter_bind(d, m, &err)) {
+    if (!tok) return cli_die("--draft / --mtp-ceiling need the model's tokenizer: %s", err.msg);
+    eli_model *d = draft_path ? eli_model_load(draft_path, &err) : NULL;
+    if (draft_path && (!d || eli_drafter_bind(d, m, &err))) {
         eli_model_free(d);
         eli_tokenizer_free(tok);
         return cli_die("%s", err.msg);
@@ -290,6 +292,8 @@ static int bench_mtp(const eli_model *m, const char *draft_path, const char *pro
             eli_spec_stats st;
             p.draft = NULL;
             plain[r] = timed_generation(m, tok, &p, ids, n_ids, a, n, NULL);
+            rc = plain[r] < 0;
+            if (!d || rc) continue; /* --mtp-ceiling alone: plain runs only */
             p.draft = d, p.draft_min = 1, p.draft_max = draft_max;
             mtp[r] = plain[r] > 0 ? timed_generation(m, tok, &p, ids, n_ids, b, n, &st) : -1;
             rc = plain[r] < 0 || mtp[r] < 0;
@@ -300,9 +304,11 @@ static int bench_mtp(const eli_model *m, const char *draft_path, const char *pro
         }
         if (!rc) {
             res->plain_tps = median(plain, reps);
-            res->mtp_tps = median(mtp, reps);
-            res->speedup = median(ratio, reps); /* sorted now */
-            res->lo = ratio[0], res->hi = ratio[reps - 1];
+            if (d) {
+                res->mtp_tps = median(mtp, reps);
+                res->speedup = median(ratio, reps); /* sorted now */
+                res->lo = ratio[0], res->hi = ratio[reps - 1];
+            }
             res->n_ceiling = draft_max;
             rc = mtp_ceiling(m, &p.ctx, ids, n_ids, a, n, reps, res);
         }
@@ -319,6 +325,7 @@ int cli_bench(int argc, char **argv) {
     int json = 0, reference = 0;
     const char *draft_path = NULL, *prompt_file = NULL;
     long long draft_max = 6, mtp_reps = 3;
+    int ceiling_only = 0;
     uint32_t kv = ELI_TYPE_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -333,6 +340,7 @@ int cli_bench(int argc, char **argv) {
         else if (!strcmp(a, "--prompt-file")) prompt_file = i + 1 < argc ? argv[++i] : NULL;
         else if (!strcmp(a, "--draft-max")) { if (cli_parse_int("--draft-max", i + 1 < argc ? argv[++i] : NULL, 1, 64, &draft_max)) return 2; }
         else if (!strcmp(a, "--mtp-reps")) { if (cli_parse_int("--mtp-reps", i + 1 < argc ? argv[++i] : NULL, 1, MTP_REPS_MAX, &mtp_reps)) return 2; }
+        else if (!strcmp(a, "--mtp-ceiling")) ceiling_only = 1;
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--reference")) reference = 1;
         else return cli_die("bench: unknown option '%s'", a), usage();
@@ -405,7 +413,7 @@ int cli_bench(int argc, char **argv) {
     }
     const long rss = peak_rss_kb(); /* of the measured context: before the MTP runs and the probe's buffer */
     mtp_result mtp = {0};
-    if (draft_path && n > 0) {
+    if ((draft_path || ceiling_only) && n > 0) {
         eli_context_free(c), c = NULL; /* free its memory before the generation runs */
         if (bench_mtp(m, draft_path, prompt_file, n, (int)draft_max, (int)mtp_reps, &cp, &mtp)) {
             free(toks), free(logits);
@@ -433,15 +441,17 @@ int cli_bench(int argc, char **argv) {
                n > 0 ? tg_s * 1e3 / (double)n : 0, (unsigned long long)m->weight_bytes, bytes_tok, gbs, bw,
                bw > 0 ? gbs / bw : 0, rss, predicted_kb);
         if (mtp.plain_tps > 0) {
-            printf(", \"mtp\": {\"drafter\": \"%s\", \"prompt_tokens\": %lld, \"runs\": %d, \"plain_tok_s\": %.3f, "
-                   "\"mtp_tok_s\": %.3f, \"speedup\": %.4f, \"speedup_min\": %.4f, \"speedup_max\": %.4f, "
-                   "\"drafted\": %lld, \"accepted\": %lld, \"acceptance\": %.4f, \"tokens_per_round\": %.4f, "
-                   "\"window\": %d, \"identical\": %s, \"ceiling\": [",
-                   draft_path, (long long)mtp.prompt_tokens, mtp.reps, mtp.plain_tps, mtp.mtp_tps, mtp.speedup, mtp.lo, mtp.hi,
-                   (long long)mtp.drafted, (long long)mtp.accepted,
-                   mtp.drafted ? (double)mtp.accepted / (double)mtp.drafted : 0,
-                   mtp.rounds ? (double)(mtp.accepted + mtp.rounds) / (double)mtp.rounds : 0, mtp.window,
-                   mtp.identical ? "true" : "false");
+            printf(", \"mtp\": {\"prompt_tokens\": %lld, \"runs\": %d, \"plain_tok_s\": %.3f, ", (long long)mtp.prompt_tokens,
+                   mtp.reps, mtp.plain_tps);
+            if (draft_path)
+                printf("\"drafter\": \"%s\", \"mtp_tok_s\": %.3f, \"speedup\": %.4f, \"speedup_min\": %.4f, "
+                       "\"speedup_max\": %.4f, \"drafted\": %lld, \"accepted\": %lld, \"acceptance\": %.4f, "
+                       "\"tokens_per_round\": %.4f, \"window\": %d, \"identical\": %s, ",
+                       draft_path, mtp.mtp_tps, mtp.speedup, mtp.lo, mtp.hi, (long long)mtp.drafted, (long long)mtp.accepted,
+                       mtp.drafted ? (double)mtp.accepted / (double)mtp.drafted : 0,
+                       mtp.rounds ? (double)(mtp.accepted + mtp.rounds) / (double)mtp.rounds : 0, mtp.window,
+                       mtp.identical ? "true" : "false");
+            printf("\"ceiling\": [");
             for (int w = 0; w < mtp.n_ceiling; w++) printf("%s%.4f", w ? ", " : "", mtp.ceiling[w]);
             printf("]}");
         }
@@ -460,7 +470,10 @@ int cli_bench(int argc, char **argv) {
         printf("decode bandwidth %10.2f GB/s   (probe %.2f GB/s, %.0f%% of it)\n", gbs, bw, bw > 0 ? 100 * gbs / bw : 0);
         printf("peak RSS         %10.1f MiB   (planner predicts %.1f MiB for this context: %.2fx)\n", (double)rss / 1024.0,
                predicted_kb / 1024.0, predicted_kb > 0 ? (double)rss / predicted_kb : 0);
-        if (mtp.plain_tps > 0) {
+        if (mtp.plain_tps > 0 && !draft_path)
+            printf("MTP greedy tg%-4lld  plain %.2f tok/s (median of %d runs; %lld-token text prompt)\n", n, mtp.plain_tps,
+                   mtp.reps, (long long)mtp.prompt_tokens);
+        if (mtp.plain_tps > 0 && draft_path) {
             printf("MTP greedy tg%-4lld  plain %.2f tok/s, MTP %.2f tok/s: %.2fx (median of %d alternated runs, %.2f-%.2fx; "
                    "%lld-token text prompt)\n",
                    n, mtp.plain_tps, mtp.mtp_tps, mtp.speedup, mtp.reps, mtp.lo, mtp.hi, (long long)mtp.prompt_tokens);
@@ -469,6 +482,8 @@ int cli_bench(int argc, char **argv) {
                    mtp.drafted ? 100.0 * (double)mtp.accepted / (double)mtp.drafted : 0.0,
                    mtp.rounds ? (double)(mtp.accepted + mtp.rounds) / (double)mtp.rounds : 0.0, mtp.window,
                    mtp.identical ? "identical" : "DIFFERS");
+        }
+        if (mtp.plain_tps > 0) {
             printf("MTP ceiling      drafts always right and free, window 1..%d:", mtp.n_ceiling);
             for (int w = 0; w < mtp.n_ceiling; w++) printf(" %.2fx", mtp.ceiling[w]);
             printf("\n");

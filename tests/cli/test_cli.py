@@ -468,6 +468,16 @@ class BenchMTP(unittest.TestCase):
         self.assertGreaterEqual(mtp["tokens_per_round"], 1)
         self.assertIn(mtp["window"], range(1, 5))
 
+    def test_ceiling_without_drafter(self):
+        rc, out, err = cli(["bench", "-m", NANO, "-p", "0", "-n", "24", "--mtp-ceiling", "--draft-max", "3",
+                            "--mtp-reps", "1", "--json"])
+        self.assertEqual(rc, 0, err)
+        mtp = json.loads(out)["mtp"]
+        self.assertNotIn("drafter", mtp)
+        self.assertEqual((mtp["runs"], len(mtp["ceiling"])), (1, 3))
+        self.assertGreater(mtp["plain_tok_s"], 0)
+        self.assertTrue(all(c > 0 for c in mtp["ceiling"]), mtp["ceiling"])
+
     def test_text_and_bad_arguments(self):
         rc, out, err = cli(["bench", "-m", NANO, "-p", "0", "-n", "16", "--draft", NANO_DRAFTER, "--draft-max", "2",
                             "--mtp-reps", "1"])
