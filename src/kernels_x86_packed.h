@@ -57,7 +57,8 @@ typedef struct {
  * token tiles pass over it (measured on the earlier transposing kernel: 8 blocks 125 GMAC/s against 123
  * with 16 and 122 with 32) */
 #define Q4_CHUNK 8
-_Static_assert(Q4_GV % Q4_TR == 0 && Q4_GV % Q4_TR_SMALL == 0 && ELI_KERNEL_MAX_NT % Q4_TT == 0 && Q4_TT > 1 && ELI_KERNEL_MAX_NT % PF_TT == 0,
+_Static_assert(Q4_GV % Q4_TR == 0 && Q4_GV % Q4_TR_SMALL == 0 && ELI_KERNEL_MAX_NT % Q4_TT == 0 && Q4_TT > 1 &&
+                   ELI_KERNEL_MAX_NT % PF_TT == 0,
                "the tiles must divide a call");
 
 /* vector v's weights of the block column at p (its run's ng groups' packed bytes) */
@@ -159,7 +160,8 @@ static void packed_gemm_q4_0(int64_t n, int nr, int nt, const void *vx, size_t b
         }
         if (nt - t0 >= 2) { /* token tails of 2 and 1 (an MTP verify batch of 2, 3, 5, 6 ..: no padded tokens) */
             int v0 = 0;
-            for (; v0 + Q4_TR_SMALL <= nv; v0 += Q4_TR_SMALL) q4_tile(Q4_TR_SMALL, 2, cn, c0, wb, v0, yt, t0, yo, dy, acc);
+            for (; v0 + Q4_TR_SMALL <= nv; v0 += Q4_TR_SMALL)
+                q4_tile(Q4_TR_SMALL, 2, cn, c0, wb, v0, yt, t0, yo, dy, acc);
             for (; v0 < nv; v0++) q4_tile(1, 2, cn, c0, wb, v0, yt, t0, yo, dy, acc);
             t0 += 2;
         }
@@ -323,8 +325,10 @@ static inline __attribute__((always_inline)) void pk_q4_K_sums(const int TT, con
     }
     for (int j = 0; j < 8; j++) {
         const q4vi mj = pk_u8(g + 192 + 16 * j, h);
-        for (int t = 0; t < TT; t++)
-            M[t] = Q4V(add_epi32)(M[t], Q4V(mullo_epi32)(mj, Q4V(set1_epi32)(y[t]->bsums[2 * j] + y[t]->bsums[2 * j + 1])));
+        for (int t = 0; t < TT; t++) {
+            const q4vi ys = Q4V(set1_epi32)(y[t]->bsums[2 * j] + y[t]->bsums[2 * j + 1]);
+            M[t] = Q4V(add_epi32)(M[t], Q4V(mullo_epi32)(mj, ys));
+        }
     }
 }
 
@@ -381,12 +385,9 @@ static inline __attribute__((always_inline)) void pk_q4_K_step(const int TT, con
             const eli_block_q8_K *yb[ELI_KERNEL_MAX_NT];                                                              \
             for (int t = 0; t < nt; t++) yb[t] = (const eli_block_q8_K *)((const uint8_t *)vy + (size_t)t * by) + ib; \
             for (int v = 0; v < nv; v++) {                                                                            \
-                q4vf f[ELI_KERNEL_MAX_NT];                                                                            \
-                for (int t = 0; t < nt; t++) f[t] = acc[v][t];                                                        \
                 int t = 0;                                                                                            \
-                for (; t + 2 <= nt; t += 2) STEP(2, p, v, yb + t, f + t);                                             \
-                if (t < nt) STEP(1, p, v, yb + t, f + t);                                                             \
-                for (t = 0; t < nt; t++) acc[v][t] = f[t];                                                            \
+                for (; t + 2 <= nt; t += 2) STEP(2, p, v, yb + t, acc[v] + t);                                        \
+                if (t < nt) STEP(1, p, v, yb + t, acc[v] + t);                                                        \
             }                                                                                                         \
         }                                                                                                             \
         q4_store(nv, nt, acc, s, bs);                                                                                 \
