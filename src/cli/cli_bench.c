@@ -221,6 +221,10 @@ static int mtp_ceiling(const eli_model *m, const eli_context_params *cp, const i
     eli_error err = {0};
     int64_t len = 0;
     while (len < n && seq[len] >= 0) len++;
+    if (len < 3) { /* the first token came from the prompt: nothing to time in batches */
+        res->n_ceiling = 0;
+        return 0;
+    }
     eli_context *c = eli_context_create(m, cp, &err);
     eli_sampler_params sp = eli_sampler_default_params();
     sp.temperature = 0;
@@ -484,9 +488,13 @@ int cli_bench(int argc, char **argv) {
                    mtp.identical ? "identical" : "DIFFERS");
         }
         if (mtp.plain_tps > 0) {
-            printf("MTP ceiling      drafts always right and free, window 1..%d:", mtp.n_ceiling);
-            for (int w = 0; w < mtp.n_ceiling; w++) printf(" %.2fx", mtp.ceiling[w]);
-            printf("\n");
+            if (mtp.n_ceiling) {
+                printf("MTP ceiling      drafts always right and free, window 1..%d:", mtp.n_ceiling);
+                for (int w = 0; w < mtp.n_ceiling; w++) printf(" %.2fx", mtp.ceiling[w]);
+                printf("\n");
+            } else {
+                printf("MTP ceiling      not measured: the plain run generated fewer than 3 tokens\n");
+            }
         }
     }
     free(toks), free(logits);

@@ -477,6 +477,13 @@ class BenchMTP(unittest.TestCase):
         self.assertEqual((mtp["runs"], len(mtp["ceiling"])), (1, 3))
         self.assertGreater(mtp["plain_tok_s"], 0)
         self.assertTrue(all(c > 0 for c in mtp["ceiling"]), mtp["ceiling"])
+        # one generated token leaves nothing to verify in batches: no ceiling rather than a made-up one
+        rc, out, err = cli(["bench", "-m", NANO, "-p", "0", "-n", "1", "--mtp-ceiling", "--mtp-reps", "1", "--json"])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out)["mtp"]["ceiling"], [])
+        rc, out, err = cli(["bench", "-m", NANO, "-p", "0", "-n", "1", "--mtp-ceiling", "--mtp-reps", "1"])
+        self.assertEqual(rc, 0, err)
+        self.assertIn(b"MTP ceiling      not measured", out)
 
     def test_text_and_bad_arguments(self):
         rc, out, err = cli(["bench", "-m", NANO, "-p", "0", "-n", "16", "--draft", NANO_DRAFTER, "--draft-max", "2",
