@@ -116,6 +116,23 @@ static inline __attribute__((always_inline)) void q4_tile(const int TR, const in
         for (int t = 0; t < TT; t++) acc[v0 + v][t0 + t] = f[v][t];
 }
 
+/* all nv row vectors x TT tokens from t0 in tiles of TR vectors (TT = Q4_TT: Q4_TR; 2: Q4_TR_SMALL; 1, decode
+ * and the last token of a prefill: the whole run), the vectors left over one at a time */
+static inline __attribute__((always_inline)) void q4_tiles(const int TT, int nv, int cn, int64_t c0,
+                                                           const q4_blk wb[][Q4_GV], const eli_block_q8_0 *const yt[],
+                                                           int t0, const int32_t yo[][ELI_KERNEL_MAX_NT],
+                                                           const float dy[][ELI_KERNEL_MAX_NT],
+                                                           q4vf acc[][ELI_KERNEL_MAX_NT]) {
+    const int TR = TT == Q4_TT ? Q4_TR : TT == 2 ? Q4_TR_SMALL : Q4_GV;
+    if (nv == TR) { /* one tile from vector 0: its chains stay in registers (measured, AVX2 decode: 2.1 against 2.8 ms) */
+        q4_tile(TR, TT, cn, c0, wb, 0, yt, t0, yo, dy, acc);
+        return;
+    }
+    int v0 = 0;
+    for (; v0 + TR <= nv; v0 += TR) q4_tile(TR, TT, cn, c0, wb, v0, yt, t0, yo, dy, acc);
+    for (; v0 < nv; v0++) q4_tile(1, TT, cn, c0, wb, v0, yt, t0, yo, dy, acc);
+}
+
 /* the accumulated chains of nv row vectors x nt tokens into s (token t's row r at s[t * bs + r]) */
 static inline void q4_store(int nv, int nt, q4vf acc[][ELI_KERNEL_MAX_NT], float *s, size_t bs) {
     for (int v = 0; v < nv; v++)
@@ -153,23 +170,10 @@ static void packed_gemm_q4_0(int64_t n, int nr, int nt, const void *vx, size_t b
             }
         }
         int t0 = 0;
-        for (; t0 + Q4_TT <= nt; t0 += Q4_TT) {
-            int v0 = 0;
-            for (; v0 + Q4_TR <= nv; v0 += Q4_TR) q4_tile(Q4_TR, Q4_TT, cn, c0, wb, v0, yt, t0, yo, dy, acc);
-            for (; v0 < nv; v0++) q4_tile(1, Q4_TT, cn, c0, wb, v0, yt, t0, yo, dy, acc);
-        }
-        if (nt - t0 >= 2) { /* token tails of 2 and 1 (an MTP verify batch of 2, 3, 5, 6 ..: no padded tokens) */
-            int v0 = 0;
-            for (; v0 + Q4_TR_SMALL <= nv; v0 += Q4_TR_SMALL)
-                q4_tile(Q4_TR_SMALL, 2, cn, c0, wb, v0, yt, t0, yo, dy, acc);
-            for (; v0 < nv; v0++) q4_tile(1, 2, cn, c0, wb, v0, yt, t0, yo, dy, acc);
-            t0 += 2;
-        }
-        if (t0 < nt) {
-            if (nv == Q4_GV) q4_tile(Q4_GV, 1, cn, c0, wb, 0, yt, t0, yo, dy, acc);
-            else
-                for (int v = 0; v < nv; v++) q4_tile(1, 1, cn, c0, wb, v, yt, t0, yo, dy, acc);
-        }
+        for (; t0 + Q4_TT <= nt; t0 += Q4_TT) q4_tiles(Q4_TT, nv, cn, c0, wb, yt, t0, yo, dy, acc);
+        /* token tails of 2 and 1 (an MTP verify batch of 2, 3, 5, 6 ..: no padded tokens) */
+        if (nt - t0 >= 2) q4_tiles(2, nv, cn, c0, wb, yt, t0, yo, dy, acc), t0 += 2;
+        if (t0 < nt) q4_tiles(1, nv, cn, c0, wb, yt, t0, yo, dy, acc);
     }
     q4_store(nv, nt, acc, s, bs);
 }
@@ -194,9 +198,7 @@ static void packed_gemv_q4_0(int64_t n, int64_t rows, const void *vx, size_t bx,
             for (int v = 0; v < nv; v++) q4_unpack(p, v, &wb[0][v]);
             const int32_t yo[1][ELI_KERNEL_MAX_NT] = {{q4_yoff(y + ib)}};
             const float dy[1][ELI_KERNEL_MAX_NT] = {{h2f(&y[ib].d)}};
-            if (nv == Q4_GV) q4_tile(Q4_GV, 1, 1, ib, wb, 0, yt, 0, yo, dy, acc);
-            else
-                for (int v = 0; v < nv; v++) q4_tile(1, 1, 1, ib, wb, v, yt, 0, yo, dy, acc);
+            q4_tiles(1, nv, 1, ib, wb, yt, 0, yo, dy, acc);
         }
         q4_store(nv, 1, acc, s + r0, 0);
     }

@@ -299,9 +299,8 @@ static int bench_mtp(const eli_model *m, const char *draft_path, const char *pro
             rc = plain[r] < 0;
             if (!d || rc) continue; /* --mtp-ceiling alone: plain runs only */
             p.draft = d, p.draft_min = 1, p.draft_max = draft_max;
-            mtp[r] = plain[r] > 0 ? timed_generation(m, tok, &p, ids, n_ids, b, n, &st) : -1;
-            rc = plain[r] < 0 || mtp[r] < 0;
-            if (rc) break;
+            mtp[r] = timed_generation(m, tok, &p, ids, n_ids, b, n, &st);
+            if ((rc = mtp[r] < 0)) break;
             ratio[r] = mtp[r] / plain[r];
             res->drafted += st.drafted, res->accepted += st.accepted, res->rounds += st.rounds, res->window = st.window;
             res->identical &= !memcmp(a, b, sizeof(int32_t) * (size_t)n);
