@@ -28,6 +28,10 @@ typedef struct eli_backend_env {
     const eli_model *model; /* loaded text model (shared, read-only) */
     const eli_tokenizer *tok;
     const eli_model *drafter; /* the bundle's MTP drafter bound to model, when the open asks for MTP */
+    /* the context's speculative-decoding observer (eliza_inference_set_verifier_callback): a backend that
+     * drafts calls it after every verification, on the thread driving the stream */
+    void (*on_verify)(void *user, const EliVerifierEvent *ev);
+    void *on_verify_user;
 } eli_backend_env;
 
 typedef struct eli_backend_session eli_backend_session;

@@ -170,23 +170,21 @@ int eli_drafter_step(eli_drafter *d, eli_context *target, int32_t t, int32_t pos
         if ((rc = eli_matmul_k(pool, k, &l->wq, 0, d->cn, 1, d->q, &d->qbuf))) goto oom;
         for (int h = 0; h < H; h++) eli_rms_norm(d->q + h * dd, d->q + h * dd, l->q_norm, dd, hp->rms_eps);
         eli_rope_neox(d->q, H, dd, l->n_rot, pos, l->rope_base, l->is_swa ? NULL : dm->rope_freqs);
-        const eli_kv_layer *cache = &kv->layers[l->kv_source];
         int32_t p_lo = 0, p_hi = pos - 1; /* the target holds 0 .. pos-1; the query sits at pos */
         if (l->is_swa && pos - hp->n_swa + 1 > 0) p_lo = pos - hp->n_swa + 1;
         if (p_hi < p_lo) {
             memset(d->att, 0, sizeof(float) * (size_t)H * dd);
-        } else if (k != eli_kernels_reference() && (kv->type == ELI_TYPE_F32 || kv->type == ELI_TYPE_F16)) {
+        } else if (k != eli_kernels_reference() && eli_attend_flash_ok(kv->type_k, kv->type_v)) {
             /* as the target does: the heads sharing a KV head in one fused pass over the cache */
             for (int g = 0; g < l->n_head_kv; g++) {
-                const size_t off = eli_row_size(kv->type, (int64_t)g * dd);
-                eli_attend_flash(k, d->q + (size_t)g * group * dd, group, dd, cache->k + off, cache->v + off, kv->type,
-                                 cache->row_bytes, cache->n_cells, p_lo, p_hi, d->flash_work, d->att + (size_t)g * group * dd);
+                const eli_kv_view view = eli_kv_head(kv, l->kv_source, g, dd);
+                eli_attend_flash(k, d->q + (size_t)g * group * dd, group, dd, &view, p_lo, p_hi, d->flash_work,
+                                 d->att + (size_t)g * group * dd);
             }
         } else {
             for (int h = 0; h < H; h++) {
-                const size_t off = eli_row_size(kv->type, (int64_t)(h / group) * dd);
-                eli_attend(k, d->q + h * dd, dd, cache->k + off, cache->v + off, kv->type, cache->row_bytes, cache->n_cells,
-                           p_lo, p_hi, d->scores, d->tmp, d->att + h * dd);
+                const eli_kv_view view = eli_kv_head(kv, l->kv_source, h / group, dd);
+                eli_attend(k, d->q + h * dd, dd, &view, p_lo, p_hi, d->scores, d->tmp, d->att + h * dd);
             }
         }
         if ((rc = eli_matmul_k(pool, k, &l->wo, 0, d->att, 1, d->o, &d->qbuf))) goto oom;

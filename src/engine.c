@@ -42,6 +42,8 @@ eli_gen_params eli_gen_default_params(void) {
     p.max_tokens = 0;
     p.draft = NULL;
     p.draft_min = p.draft_max = 0;
+    p.on_verify = NULL;
+    p.on_verify_user = NULL;
     return p;
 }
 
@@ -178,10 +180,15 @@ static int ensure_logits(eli_gen *g, const atomic_int *cancel, eli_error *err) {
 
 int eli_gen_prefill(eli_gen *g, const int32_t *ids, size_t n, const atomic_int *cancel, eli_error *err) {
     const int V = g->m->hp.n_vocab;
-    /* the size first (in size_t: a huge n must not wrap), so no id beyond the context is ever read */
-    if (n > (size_t)(eli_context_n_ctx(g->ctx) - g->n_tokens))
-        return eli_fail(err, ELI_ERR_INVALID_ARG, "context overflow: %zu tokens after %lld exceed the context of %lld", n,
-                        (long long)g->n_tokens, (long long)eli_context_n_ctx(g->ctx));
+    /* the size first, so no id beyond the caller's array is ever read. The committed tokens include the
+     * last generated one, which takes a position too; once the context is full it never gets one, so
+     * there may be one more committed token than positions (no room then: not a negative one). */
+    const int64_t n_ctx = eli_context_n_ctx(g->ctx), room = n_ctx > g->n_tokens ? n_ctx - g->n_tokens : 0;
+    if (n > (size_t)room)
+        return eli_fail(err, ELI_ERR_INVALID_ARG,
+                        "context overflow: %zu new tokens do not fit: %lld of the context's %lld positions are taken "
+                        "(the last generated token included), %lld are free",
+                        n, (long long)(g->n_tokens < n_ctx ? g->n_tokens : n_ctx), (long long)n_ctx, (long long)room);
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= V)
             return eli_fail(err, ELI_ERR_INVALID_ARG, "token id %d at index %zu is outside the vocabulary [0, %d)", ids[i], i, V);
@@ -262,6 +269,13 @@ static int spec_step(eli_gen *g, int w, int32_t *tokens_out, size_t *n, int32_t 
     }
     *drafted += dr;
     *accepted += ac;
+    if (g->p.on_verify) {
+        /* output-token indices count from the first token generated since the last prefill */
+        const int base = (int)g->n_generated;
+        const EliVerifierEvent ev = {out, (size_t)ac, ac < dr ? base + ac : -1, ac < dr ? base + dr : -1,
+                                     out + ac, ac < dr ? 1u : 0u};
+        g->p.on_verify(g->p.on_verify_user, &ev);
+    }
     /* the cache now holds the old pending token and the accepted drafts; the last token is pending */
     g->logits_valid = 0;
     for (int k = 0; k < n_round; k++) {
@@ -320,6 +334,12 @@ int eli_gen_next(eli_gen *g, int32_t *tokens_out, size_t tokens_cap, size_t *n_o
             break;
         }
     }
+    /* the step that used up max_tokens or the context is the final one: the host needs no further call
+     * that yields nothing */
+    if (!rc && !g->done &&
+        ((g->p.max_tokens > 0 && g->n_generated >= g->p.max_tokens) ||
+         (g->pending && eli_context_n_past(g->ctx) >= eli_context_n_ctx(g->ctx))))
+        g->done = 1;
     if (g->done) {
         const char *piece;
         size_t len;
@@ -400,9 +420,9 @@ static int serves_any(const char *bundle_dir) {
 static int rank_builtin(void) { return 0; }
 static int rank_reference(void) { return -1; } /* never chosen automatically */
 
-/* Context size: cfg, else env ELIZA_LLM_N_CTX, else 8192; clamped to the trained context. */
-static int context_size(const eliza_llm_stream_config_t *cfg, const eli_model *m, int64_t *out, eli_error *err) {
-    int64_t n = cfg->context_size;
+int eli_gen_context_size(int64_t requested, const eli_model *m, int64_t *out, eli_error *err) {
+    if (requested < 0) return eli_fail(err, ELI_ERR_INVALID_ARG, "context_size %lld is negative", (long long)requested);
+    int64_t n = requested;
     if (n == 0) {
         const char *e = getenv("ELIZA_LLM_N_CTX");
         n = 8192;
@@ -422,13 +442,8 @@ static int context_size(const eliza_llm_stream_config_t *cfg, const eli_model *m
 static eli_backend_session *open_session(const eli_backend_env *env, const eliza_llm_stream_config_t *cfg, int reference,
                                          eli_error *err) {
     eli_gen_params p = eli_gen_default_params();
-    if (context_size(cfg, env->model, &p.ctx.n_ctx, err)) return NULL;
-    uint32_t kv = ELI_TYPE_F16;
-    if (cfg->cache_type_k && *cfg->cache_type_k && eli_kv_type_from_name(cfg->cache_type_k, &kv)) {
-        eli_fail(err, ELI_ERR_INVALID_ARG, "unknown cache type '%s'", cfg->cache_type_k);
-        return NULL;
-    }
-    p.ctx.kv_type = kv;
+    if (eli_gen_context_size(cfg->context_size, env->model, &p.ctx.n_ctx, err)) return NULL;
+    if (eli_kv_types_from_names(cfg->cache_type_k, cfg->cache_type_v, &p.ctx.kv_type_k, &p.ctx.kv_type_v, err)) return NULL;
     p.ctx.reference_kernels = reference;
     p.max_tokens = cfg->max_tokens > 0 ? cfg->max_tokens : 0;
     /* only what the host asked for: every filter is off unless the config turns it on */
@@ -462,6 +477,8 @@ static eli_backend_session *open_session(const eli_backend_env *env, const eliza
         p.draft_min = cfg->draft_min;
         p.draft_max = cfg->draft_max;
     }
+    p.on_verify = env->on_verify;
+    p.on_verify_user = env->on_verify_user;
     if (!(s->gen = eli_gen_create(env->model, env->tok, &p, err))) goto fail;
     return s;
 fail:

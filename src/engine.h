@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "eliza_inference.h"
 #include "error.h"
 #include "forward.h"
 #include "model.h"
@@ -27,9 +28,17 @@ typedef struct eli_gen_params {
      * 1 <= draft_min <= draft_max */
     const eli_model *draft;
     int draft_min, draft_max;
+    /* called after every MTP verification (see EliVerifierEvent in the public header), on the thread that
+     * drives the session; NULL: none */
+    void (*on_verify)(void *user, const EliVerifierEvent *ev);
+    void *on_verify_user;
 } eli_gen_params;
 
 eli_gen_params eli_gen_default_params(void);
+
+/* The context size of a stream: requested (> 0), else the environment ELIZA_LLM_N_CTX, else 8192; clamped
+ * to the model's trained context. ELI_ERR_INVALID_ARG for a negative request or a bad environment value. */
+int eli_gen_context_size(int64_t requested, const eli_model *m, int64_t *out, eli_error *err);
 
 typedef struct eli_gen eli_gen;
 

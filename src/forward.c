@@ -39,7 +39,7 @@ struct eli_context {
 };
 
 eli_context_params eli_context_default_params(void) {
-    eli_context_params p = {0, 512, ELI_TYPE_F16, 0, 0, -1};
+    eli_context_params p = {0, 512, ELI_TYPE_F16, ELI_TYPE_F16, 0, 0, -1};
     return p;
 }
 
@@ -174,7 +174,7 @@ eli_context *eli_context_create(const eli_model *m, const eli_context_params *pa
     c->m = m;
     c->n_ctx = p.n_ctx;
     c->n_ubatch = p.n_ubatch;
-    if (!(c->kv = eli_kv_create(m, p.n_ctx, p.n_ubatch, p.kv_type, err))) goto fail_quiet;
+    if (!(c->kv = eli_kv_create(m, p.n_ctx, p.n_ubatch, p.kv_type_k, p.kv_type_v, err))) goto fail_quiet;
     if (!(c->pool = eli_pool_create(p.n_threads))) goto oom;
 
     scratch_sizes s;
@@ -184,7 +184,7 @@ eli_context *eli_context_create(const eli_model *m, const eli_context_params *pa
     for (int i = 0; i < SB_N_F32; i++)
         if (!(*bufs[i] = alloc_f32(s.f32[i]))) goto oom;
     c->kern = p.reference_kernels ? eli_kernels_reference() : eli_kernels_best();
-    c->flash = !p.reference_kernels && (p.kv_type == ELI_TYPE_F32 || p.kv_type == ELI_TYPE_F16);
+    c->flash = !p.reference_kernels && eli_attend_flash_ok(p.kv_type_k, p.kv_type_v);
     c->flash_work_bytes = s.flash_work_bytes;
     c->flash_work = malloc(c->flash_work_bytes * (size_t)p.n_threads);
     c->ple_raw = malloc(s.ple_raw_bytes ? s.ple_raw_bytes : 1);
@@ -210,7 +210,6 @@ fail_quiet:
 typedef struct {
     eli_context *c;
     const eli_layer *l;
-    const eli_kv_layer *cache;
     int64_t T, pos0;
 } attn_job;
 
@@ -219,7 +218,6 @@ static void attn_task(void *ctx, int ith, int nth) {
     const eli_layer *l = j->l;
     const eli_hparams *hp = &j->c->m->hp;
     const int d = l->head_dim, H = l->n_head, group = l->n_head / l->n_head_kv;
-    const uint32_t type = j->c->kv->type;
     float *scores = j->c->scores + (int64_t)ith * j->c->n_ctx;
     float *tmp = j->c->attn_tmp + (int64_t)ith * 2 * l->head_dim;
     int64_t b, e;
@@ -231,20 +229,18 @@ static void attn_task(void *ctx, int ith, int nth) {
         /* causal; sliding-window layers see themselves and the n_swa - 1 positions before */
         int32_t p_lo = 0;
         if (l->is_swa && pos - hp->n_swa + 1 > 0) p_lo = pos - hp->n_swa + 1;
-        const size_t head_off = eli_row_size(type, (int64_t)g * d); /* heads start on block boundaries */
+        const eli_kv_view view = eli_kv_head(j->c->kv, l->kv_source, g, d);
         const float *q = j->c->q + t * H * d + (int64_t)h * d;
         float *out = j->c->att + t * H * d + (int64_t)h * d;
         if (j->c->flash) {
             /* the heads of this thread's range that share this KV head, in one pass over the cache */
             int n = (g + 1) * group - h;
             if (n > e - i) n = (int)(e - i);
-            eli_attend_flash(j->c->kern, q, n, d, j->cache->k + head_off, j->cache->v + head_off, type,
-                             j->cache->row_bytes, j->cache->n_cells, p_lo, pos,
-                             j->c->flash_work + (size_t)ith * j->c->flash_work_bytes, out);
+            eli_attend_flash(j->c->kern, q, n, d, &view, p_lo, pos, j->c->flash_work + (size_t)ith * j->c->flash_work_bytes,
+                             out);
             i += n;
         } else {
-            eli_attend(j->c->kern, q, d, j->cache->k + head_off, j->cache->v + head_off, type, j->cache->row_bytes,
-                       j->cache->n_cells, p_lo, pos, scores, tmp, out);
+            eli_attend(j->c->kern, q, d, &view, p_lo, pos, scores, tmp, out);
             i++;
         }
     }
@@ -289,7 +285,7 @@ static int attention_block(eli_context *c, int il, int64_t T, int64_t pos0) {
     }
 
     /* (c) attention, scale 1.0, then the output projection */
-    attn_job j = {c, l, &c->kv->layers[l->kv_source], T, pos0};
+    attn_job j = {c, l, T, pos0};
     /* the work: Q·K and P·V over the cells each query sees (at most the window on sliding layers) */
     int64_t cells = pos0 + T;
     if (l->is_swa && cells > hp->n_swa) cells = hp->n_swa;

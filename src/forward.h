@@ -14,7 +14,7 @@
 typedef struct eli_context_params {
     int64_t n_ctx;    /* cells of the full-attention cache; 0 = min(trained context, 4096) */
     int64_t n_ubatch; /* tokens per forward chunk (also sizes the sliding-window rings); 0 = 512 */
-    uint32_t kv_type; /* cache type, ELI_TYPE_F16 by default (see eli_kv_type_from_name) */
+    uint32_t kv_type_k, kv_type_v; /* cache types of K and V, ELI_TYPE_F16 by default (eli_kv_type_from_name) */
     int n_threads;    /* 0 = number of online CPUs */
     int reference_kernels; /* 1: plain scalar reference kernels only (the "reference" backend) */
     /* 1: touch the whole KV cache, its window checkpoints and the scratch buffers at creation, so the

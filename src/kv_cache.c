@@ -8,18 +8,43 @@
 
 #define MAX_CHECKPOINTS 64
 
+/* The cache types by name, in one list for the lookup and for the names printed in errors. */
+#define KV_TYPES(X) X("f32", F32) X("f16", F16) X("bf16", BF16) X("q8_0", Q8_0) X("q4_0", Q4_0) X("q4_1", Q4_1) \
+    X("q5_0", Q5_0) X("q5_1", Q5_1)
+#define KV_ENTRY(n, t) {n, ELI_TYPE_##t},
+#define KV_NAME(n, t) " " n
+
+static const struct {
+    const char *name;
+    uint32_t type;
+} kv_names[] = {KV_TYPES(KV_ENTRY)};
+
 int eli_kv_type_from_name(const char *name, uint32_t *type) {
-    static const struct {
-        const char *name;
-        uint32_t type;
-    } names[] = {{"f32", ELI_TYPE_F32},   {"f16", ELI_TYPE_F16},   {"bf16", ELI_TYPE_BF16}, {"q8_0", ELI_TYPE_Q8_0},
-                 {"q4_0", ELI_TYPE_Q4_0}, {"q4_1", ELI_TYPE_Q4_1}, {"q5_0", ELI_TYPE_Q5_0}, {"q5_1", ELI_TYPE_Q5_1}};
-    for (size_t i = 0; name && i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(name, names[i].name)) {
-            *type = names[i].type;
+    for (size_t i = 0; name && i < sizeof kv_names / sizeof kv_names[0]; i++)
+        if (!strcmp(name, kv_names[i].name)) {
+            *type = kv_names[i].type;
             return 0;
         }
     return -1;
+}
+
+const char *eli_kv_type_names(void) { return KV_TYPES(KV_NAME) + 1; }
+
+static int type_of_config(const char *what, const char *name, uint32_t *type, eli_error *err) {
+    /* the low-bit types the eliza hosts pass (../shared/spec/ffi.md) */
+    static const char *const planned[] = {"qjl1_256", "q4_polar", "tbq3_0", "tbq4_0"};
+    if (!name || !*name) name = "f16";
+    if (!eli_kv_type_from_name(name, type)) return ELI_OK;
+    for (size_t i = 0; i < sizeof planned / sizeof planned[0]; i++)
+        if (!strcmp(name, planned[i]))
+            return eli_fail(err, ELI_ERR_NOT_IMPLEMENTED, "%s '%s' is not supported yet in this build (known: %s)", what, name,
+                            eli_kv_type_names());
+    return eli_fail(err, ELI_ERR_INVALID_ARG, "unknown %s '%s' (known: %s)", what, name, eli_kv_type_names());
+}
+
+int eli_kv_types_from_names(const char *k, const char *v, uint32_t *type_k, uint32_t *type_v, eli_error *err) {
+    int rc = type_of_config("cache_type_k", k, type_k, err);
+    return rc ? rc : type_of_config("cache_type_v", v, type_v, err);
 }
 
 int64_t eli_kv_layer_cells(int is_swa, int n_swa, int64_t n_ctx, int64_t n_ubatch) {
@@ -27,13 +52,15 @@ int64_t eli_kv_layer_cells(int is_swa, int n_swa, int64_t n_ctx, int64_t n_ubatc
     return is_swa && ring < n_ctx ? ring : n_ctx;
 }
 
-size_t eli_kv_predict_bytes(const eli_model *m, int64_t n_ctx, int64_t n_ubatch, uint32_t type, size_t *swa, size_t *full) {
+size_t eli_kv_predict_bytes(const eli_model *m, int64_t n_ctx, int64_t n_ubatch, uint32_t type_k, uint32_t type_v,
+                            size_t *swa, size_t *full) {
     size_t s = 0, f = 0;
     for (int il = 0; il < m->hp.n_layer; il++) {
         const eli_layer *l = &m->layers[il];
         if (!l->has_kv) continue;
-        const size_t bytes = 2 * (size_t)eli_kv_layer_cells(l->is_swa, m->hp.n_swa, n_ctx, n_ubatch) *
-                             eli_row_size(type, (int64_t)l->n_head_kv * l->head_dim);
+        const int64_t width = (int64_t)l->n_head_kv * l->head_dim;
+        const size_t bytes = (size_t)eli_kv_layer_cells(l->is_swa, m->hp.n_swa, n_ctx, n_ubatch) *
+                             (eli_row_size(type_k, width) + eli_row_size(type_v, width));
         if (l->is_swa) s += bytes;
         else f += bytes;
     }
@@ -51,27 +78,30 @@ static int default_max_checkpoints(void) {
     return v > MAX_CHECKPOINTS ? MAX_CHECKPOINTS : (int)v;
 }
 
-eli_kv_cache *eli_kv_create(const eli_model *m, int64_t n_ctx, int64_t n_ubatch, uint32_t type, eli_error *err) {
+int eli_kv_check_type(const eli_model *m, uint32_t type, eli_error *err) {
     const eli_type_traits *tt = eli_type_info(type);
     if (!tt || !tt->quantize || !tt->dequantize ||
-        (type != ELI_TYPE_F32 && type != ELI_TYPE_F16 && type != ELI_TYPE_BF16 && tt->block_size > 32)) {
-        eli_fail(err, ELI_ERR_INVALID_ARG, "KV cache type %s is not supported", eli_type_name(type));
-        return NULL;
-    }
+        (type != ELI_TYPE_F32 && type != ELI_TYPE_F16 && type != ELI_TYPE_BF16 && tt->block_size > 32))
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "KV cache type %s is not supported", eli_type_name(type));
+    for (int il = 0; il < m->hp.n_layer; il++)
+        if (m->layers[il].head_dim % (int)tt->block_size)
+            return eli_fail(err, ELI_ERR_INVALID_ARG, "KV cache type %s needs head dims that are multiples of %u (layer %d has %d)",
+                            tt->name, tt->block_size, il, m->layers[il].head_dim);
+    return ELI_OK;
+}
+
+eli_kv_cache *eli_kv_create(const eli_model *m, int64_t n_ctx, int64_t n_ubatch, uint32_t type_k, uint32_t type_v,
+                            eli_error *err) {
+    if (eli_kv_check_type(m, type_k, err) || eli_kv_check_type(m, type_v, err)) return NULL;
     if (n_ctx < 1 || n_ubatch < 1) {
         eli_fail(err, ELI_ERR_INVALID_ARG, "context size %lld and ubatch %lld must be positive", (long long)n_ctx,
                  (long long)n_ubatch);
         return NULL;
     }
-    for (int il = 0; il < m->hp.n_layer; il++)
-        if (m->layers[il].head_dim % (int)tt->block_size) {
-            eli_fail(err, ELI_ERR_INVALID_ARG, "KV cache type %s needs head dims that are multiples of %u (layer %d has %d)",
-                     tt->name, tt->block_size, il, m->layers[il].head_dim);
-            return NULL;
-        }
     eli_kv_cache *kv = calloc(1, sizeof *kv);
     if (!kv) goto oom;
-    kv->type = type;
+    kv->type_k = type_k;
+    kv->type_v = type_v;
     kv->n_layer = m->hp.n_layer;
     kv->n_ctx = n_ctx;
     kv->layers = calloc((size_t)m->hp.n_layer, sizeof *kv->layers);
@@ -80,17 +110,18 @@ eli_kv_cache *eli_kv_create(const eli_model *m, int64_t n_ctx, int64_t n_ubatch,
         const eli_layer *l = &m->layers[il];
         eli_kv_layer *c = &kv->layers[il];
         c->width = (int64_t)l->n_head_kv * l->head_dim;
-        c->row_bytes = eli_row_size(type, c->width);
+        c->row_bytes_k = eli_row_size(type_k, c->width);
+        c->row_bytes_v = eli_row_size(type_v, c->width);
         if (!l->has_kv) continue;
         c->n_cells = eli_kv_layer_cells(l->is_swa, m->hp.n_swa, n_ctx, n_ubatch);
-        size_t bytes = (size_t)c->n_cells * c->row_bytes;
-        c->k = malloc(bytes);
-        c->v = malloc(bytes);
+        const size_t kb = (size_t)c->n_cells * c->row_bytes_k, vb = (size_t)c->n_cells * c->row_bytes_v;
+        c->k = malloc(kb);
+        c->v = malloc(vb);
         c->cell_pos = malloc((size_t)c->n_cells * sizeof *c->cell_pos);
         if (!c->k || !c->v || !c->cell_pos) goto oom;
-        kv->bytes += 2 * bytes;
-        if (l->is_swa) kv->bytes_swa += 2 * bytes;
-        else kv->bytes_full += 2 * bytes;
+        kv->bytes += kb + vb;
+        if (l->is_swa) kv->bytes_swa += kb + vb;
+        else kv->bytes_full += kb + vb;
     }
     eli_kv_set_max_checkpoints(kv, default_max_checkpoints());
     if (kv->max_ckpt && !kv->ckpt) goto oom;
@@ -106,8 +137,8 @@ int eli_kv_reserve(eli_kv_cache *kv, eli_error *err) {
     for (int il = 0; il < kv->n_layer; il++) {
         eli_kv_layer *c = &kv->layers[il];
         if (!c->k) continue;
-        eli_mem_touch(c->k, (size_t)c->n_cells * c->row_bytes);
-        eli_mem_touch(c->v, (size_t)c->n_cells * c->row_bytes);
+        eli_mem_touch(c->k, (size_t)c->n_cells * c->row_bytes_k);
+        eli_mem_touch(c->v, (size_t)c->n_cells * c->row_bytes_v);
     }
     const size_t one = eli_kv_checkpoint_bytes(kv);
     for (int i = 0; one && i < kv->max_ckpt; i++) {
@@ -148,8 +179,20 @@ void eli_kv_store(eli_kv_cache *kv, int il, int32_t pos, const float *k, const f
     eli_kv_layer *c = &kv->layers[il];
     int64_t cell = pos % c->n_cells;
     c->cell_pos[cell] = pos;
-    eli_quantize_row(kv->type, k, c->k + (size_t)cell * c->row_bytes, c->width);
-    eli_quantize_row(kv->type, v, c->v + (size_t)cell * c->row_bytes, c->width);
+    eli_quantize_row(kv->type_k, k, c->k + (size_t)cell * c->row_bytes_k, c->width);
+    eli_quantize_row(kv->type_v, v, c->v + (size_t)cell * c->row_bytes_v, c->width);
+}
+
+eli_kv_view eli_kv_head(const eli_kv_cache *kv, int il, int g, int d) {
+    const eli_kv_layer *c = &kv->layers[il];
+    const eli_kv_view v = {c->k + eli_row_size(kv->type_k, (int64_t)g * d),
+                           c->v + eli_row_size(kv->type_v, (int64_t)g * d),
+                           kv->type_k,
+                           kv->type_v,
+                           c->row_bytes_k,
+                           c->row_bytes_v,
+                           c->n_cells};
+    return v;
 }
 
 int eli_kv_has(const eli_kv_cache *kv, int il, int32_t pos) {
@@ -191,7 +234,7 @@ int eli_kv_truncate(eli_kv_cache *kv, int32_t n_keep, int n_swa) {
 /* ---- window checkpoints ---- */
 
 static size_t ring_bytes(const eli_kv_layer *c) {
-    return (size_t)c->n_cells * (sizeof *c->cell_pos + 2 * c->row_bytes);
+    return (size_t)c->n_cells * (sizeof *c->cell_pos + c->row_bytes_k + c->row_bytes_v);
 }
 
 size_t eli_kv_checkpoint_bytes(const eli_kv_cache *kv) {
@@ -228,18 +271,19 @@ static void ckpt_copy(eli_kv_cache *kv, uint8_t *data, int to_ckpt) {
     for (int il = 0; il < kv->n_layer; il++) {
         eli_kv_layer *c = &kv->layers[il];
         if (!is_ring(kv, c)) continue;
-        const size_t np = (size_t)c->n_cells * sizeof *c->cell_pos, rows = (size_t)c->n_cells * c->row_bytes;
+        const size_t np = (size_t)c->n_cells * sizeof *c->cell_pos;
+        const size_t kb = (size_t)c->n_cells * c->row_bytes_k, vb = (size_t)c->n_cells * c->row_bytes_v;
         if (to_ckpt) {
             memcpy(data + pos_off, c->cell_pos, np);
-            memcpy(data + row_off, c->k, rows);
-            memcpy(data + row_off + rows, c->v, rows);
+            memcpy(data + row_off, c->k, kb);
+            memcpy(data + row_off + kb, c->v, vb);
         } else {
             memcpy(c->cell_pos, data + pos_off, np);
-            memcpy(c->k, data + row_off, rows);
-            memcpy(c->v, data + row_off + rows, rows);
+            memcpy(c->k, data + row_off, kb);
+            memcpy(c->v, data + row_off + kb, vb);
         }
         pos_off += np;
-        row_off += 2 * rows;
+        row_off += kb + vb;
     }
 }
 

@@ -15,7 +15,7 @@
 #define MIB (1024ull * 1024ull)
 
 eli_plan_params eli_plan_default_params(void) {
-    eli_plan_params p = {4096, 512, ELI_TYPE_F16, 0, -1};
+    eli_plan_params p = {4096, 512, ELI_TYPE_F16, ELI_TYPE_F16, 0, -1};
     return p;
 }
 
@@ -45,25 +45,22 @@ static int plan_core(const eli_model *m, const eli_plan_params *pp, eli_plan *o,
     if (cp.n_ctx > hp->n_ctx_train) cp.n_ctx = hp->n_ctx_train;
     cp.n_ubatch = p.n_ubatch > 0 ? p.n_ubatch : 512;
     if (cp.n_ubatch > cp.n_ctx) cp.n_ubatch = cp.n_ctx;
-    cp.kv_type = p.kv_type;
+    cp.kv_type_k = p.kv_type_k;
+    cp.kv_type_v = p.kv_type_v;
     cp.n_threads = p.n_threads;
     if (cp.n_threads <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         cp.n_threads = n > 0 ? (int)n : 1;
     }
-    const eli_type_traits *tt = eli_type_info(p.kv_type);
-    if (!tt || !tt->quantize) return eli_fail(err, ELI_ERR_INVALID_ARG, "KV cache type %u is not supported", p.kv_type);
-    for (int il = 0; il < hp->n_layer; il++)
-        if (m->layers[il].head_dim % (int)tt->block_size)
-            return eli_fail(err, ELI_ERR_INVALID_ARG, "KV cache type %s needs head dims that are multiples of %u", tt->name,
-                            tt->block_size);
+    int rc = eli_kv_check_type(m, p.kv_type_k, err);
+    if (rc || (rc = eli_kv_check_type(m, p.kv_type_v, err))) return rc;
     o->n_ctx = cp.n_ctx;
     o->n_ubatch = cp.n_ubatch;
     o->n_threads = cp.n_threads;
     o->n_ckpt = p.n_ckpt < 0 ? default_ckpt() : p.n_ckpt;
     o->swa_cells = eli_kv_layer_cells(1, hp->n_swa, cp.n_ctx, cp.n_ubatch);
     size_t swa, full;
-    eli_kv_predict_bytes(m, cp.n_ctx, cp.n_ubatch, cp.kv_type, &swa, &full);
+    eli_kv_predict_bytes(m, cp.n_ctx, cp.n_ubatch, cp.kv_type_k, cp.kv_type_v, &swa, &full);
     o->kv_swa = swa;
     o->kv_full = full;
     /* a checkpoint: every true ring's cells (positions + K + V) */
@@ -71,8 +68,9 @@ static int plan_core(const eli_model *m, const eli_plan_params *pp, eli_plan *o,
     if (o->swa_cells < cp.n_ctx)
         for (int il = 0; il < hp->n_layer; il++) {
             const eli_layer *l = &m->layers[il];
+            const int64_t width = (int64_t)l->n_head_kv * l->head_dim;
             if (l->has_kv && l->is_swa)
-                one += (uint64_t)o->swa_cells * (4 + 2 * eli_row_size(cp.kv_type, (int64_t)l->n_head_kv * l->head_dim));
+                one += (uint64_t)o->swa_cells * (4 + eli_row_size(cp.kv_type_k, width) + eli_row_size(cp.kv_type_v, width));
         }
     o->kv_ckpt = one * (uint64_t)o->n_ckpt;
     o->scratch = eli_context_scratch_bytes(m, &cp) + eli_context_qbuf_bound(m, &cp);

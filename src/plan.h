@@ -28,7 +28,7 @@
 typedef struct eli_plan_params {
     int64_t n_ctx;    /* 0 = 4096 (clamped to the trained context) */
     int64_t n_ubatch; /* 0 = 512 */
-    uint32_t kv_type; /* ELI_TYPE_F16 default */
+    uint32_t kv_type_k, kv_type_v; /* ELI_TYPE_F16 default */
     int n_threads;    /* 0 = online CPUs */
     int n_ckpt;       /* window checkpoints per stream; -1 = the default (1, or ELIZA_LLM_KV_CHECKPOINTS) */
 } eli_plan_params;

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,7 +114,7 @@ typedef struct {
     uint64_t model_hash;
     uint32_t n_layer, n_embd, n_vocab, n_swa;
     int64_t n_ctx, n_ubatch;
-    uint32_t kv_type, flags;
+    uint32_t kv_type_k, kv_type_v, flags, reserved0;
     int64_t n_tokens, n_past, n_generated;
     uint64_t rng[4];
     int32_t mtp_window, mtp_pause, mtp_pause_len;
@@ -125,7 +126,7 @@ typedef struct {
 typedef struct {
     uint32_t index, has;
     int64_t n_cells;
-    uint64_t row_bytes;
+    uint64_t row_bytes_k, row_bytes_v;
     int64_t n_used;
 } slot_layer;
 
@@ -162,7 +163,7 @@ static void w_put(writer *w, const void *data, size_t len) {
 }
 
 /* writes the rows of the occupied cells of one array (K or V), coalescing runs of adjacent cells */
-static void w_rows(writer *w, const eli_kv_layer *c, const uint8_t *rows) {
+static void w_rows(writer *w, const eli_kv_layer *c, const uint8_t *rows, size_t row_bytes) {
     for (int64_t i = 0; i < c->n_cells;) {
         if (c->cell_pos[i] < 0) {
             i++;
@@ -170,7 +171,7 @@ static void w_rows(writer *w, const eli_kv_layer *c, const uint8_t *rows) {
         }
         int64_t j = i;
         while (j < c->n_cells && c->cell_pos[j] >= 0) j++;
-        w_put(w, rows + (size_t)i * c->row_bytes, (size_t)(j - i) * c->row_bytes);
+        w_put(w, rows + (size_t)i * row_bytes, (size_t)(j - i) * row_bytes);
         i = j;
     }
 }
@@ -192,7 +193,8 @@ int eli_slot_save(const char *path, const eli_model *m, eli_context *ctx, int64_
     h.n_swa = (uint32_t)m->hp.n_swa;
     h.n_ctx = kv->n_ctx;
     h.n_ubatch = resolve_ubatch(n_ubatch, kv->n_ctx);
-    h.kv_type = kv->type;
+    h.kv_type_k = kv->type_k;
+    h.kv_type_v = kv->type_v;
     h.flags = (st->pending ? F_PENDING : 0) | (st->logits_valid && logits ? F_LOGITS : 0) | (st->done ? F_DONE : 0) |
               (st->has_mtp ? F_MTP : 0) | (st->hidden_valid && hidden ? F_HIDDEN : 0);
     h.n_tokens = st->n_tokens;
@@ -218,9 +220,9 @@ int eli_slot_save(const char *path, const eli_model *m, eli_context *ctx, int64_
     if (h.flags & F_HIDDEN) w_put(w, hidden, (size_t)m->hp.n_embd * sizeof *hidden);
     for (int il = 0; il < kv->n_layer; il++) {
         const eli_kv_layer *c = &kv->layers[il];
-        slot_layer sl = {(uint32_t)il, c->cell_pos != NULL, c->n_cells, c->row_bytes, 0};
+        slot_layer sl = {(uint32_t)il, c->cell_pos != NULL, c->n_cells, c->row_bytes_k, c->row_bytes_v, 0};
         if (!sl.has) {
-            sl.n_cells = 0, sl.row_bytes = 0;
+            sl.n_cells = 0, sl.row_bytes_k = sl.row_bytes_v = 0;
             w_put(w, &sl, sizeof sl);
             continue;
         }
@@ -228,8 +230,8 @@ int eli_slot_save(const char *path, const eli_model *m, eli_context *ctx, int64_
         w_put(w, &sl, sizeof sl);
         for (int64_t i = 0; i < c->n_cells; i++)
             if (c->cell_pos[i] >= 0) w_put(w, &c->cell_pos[i], sizeof c->cell_pos[i]);
-        w_rows(w, c, c->k);
-        w_rows(w, c, c->v);
+        w_rows(w, c, c->k, c->row_bytes_k);
+        w_rows(w, c, c->v, c->row_bytes_v);
     }
     w_flush(w);
     uint64_t sum = eli_hash64_final(&w->h);
@@ -275,16 +277,16 @@ static int check_layer(cursor *cur, const eli_kv_cache *kv, int il, int n_swa, i
     *out_sl = sl;
     *out_pos = NULL;
     if (!l.has) return ELI_OK;
-    if (l.n_cells != c->n_cells || l.row_bytes != c->row_bytes)
+    if (l.n_cells != c->n_cells || l.row_bytes_k != c->row_bytes_k || l.row_bytes_v != c->row_bytes_v)
         return eli_fail(err, ELI_ERR_INVALID_ARG,
-                        "layer %d: the file has %lld cells of %llu bytes, this stream %lld cells of %zu bytes", il,
-                        (long long)l.n_cells, (unsigned long long)l.row_bytes, (long long)c->n_cells, c->row_bytes);
+                        "layer %d: the file has %lld cells of %llu + %llu bytes, this stream %lld cells of %zu + %zu bytes",
+                        il, (long long)l.n_cells, (unsigned long long)l.row_bytes_k, (unsigned long long)l.row_bytes_v,
+                        (long long)c->n_cells, c->row_bytes_k, c->row_bytes_v);
     if (l.n_used < 0 || l.n_used > c->n_cells)
         return eli_fail(err, ELI_ERR_INVALID_ARG, "layer %d: %lld used cells out of %lld", il, (long long)l.n_used,
                         (long long)c->n_cells);
     const uint8_t *pos = take(cur, (size_t)l.n_used * sizeof(int32_t));
-    const size_t rows = (size_t)l.n_used * c->row_bytes;
-    if (!pos || !take(cur, rows) || !take(cur, rows))
+    if (!pos || !take(cur, (size_t)l.n_used * c->row_bytes_k) || !take(cur, (size_t)l.n_used * c->row_bytes_v))
         return eli_fail(err, ELI_ERR_INVALID_ARG, "layer %d: cells truncated", il);
     for (int64_t i = 0; i < c->n_cells; i++) pos_tmp[i] = -1;
     int64_t last_cell = -1;
@@ -307,6 +309,16 @@ static int check_layer(cursor *cur, const eli_kv_cache *kv, int il, int n_swa, i
     return ELI_OK;
 }
 
+/* The index of the first of n (unaligned) floats at p that is NaN or infinite, or -1. */
+static int64_t first_nonfinite(const uint8_t *p, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float v;
+        memcpy(&v, p + 4 * i, sizeof v);
+        if (!isfinite(v)) return i;
+    }
+    return -1;
+}
+
 static int restore_mapped(const uint8_t *base, size_t size, const eli_model *m, eli_context *ctx, int64_t n_ubatch,
                           eli_slot_state *st, float *logits, float *hidden, eli_error *err) {
     eli_kv_cache *kv = eli_context_kv_mut(ctx);
@@ -315,11 +327,13 @@ static int restore_mapped(const uint8_t *base, size_t size, const eli_model *m, 
         return eli_fail(err, ELI_ERR_INVALID_ARG, "not a slot file (%zu bytes, bad magic or too short)", size);
     slot_header h;
     memcpy(&h.version, base + offsetof(slot_header, version), sizeof h.version);
-    if (h.version == 1 || h.version == 2)
+    static const char *const lacks[] = {"the sampler's random state", "the MTP state", "separate K and V cache types"};
+    _Static_assert(sizeof lacks / sizeof *lacks == ELI_SLOT_VERSION - 1, "one reason per older version");
+    if (h.version >= 1 && h.version < ELI_SLOT_VERSION)
         return eli_fail(err, ELI_ERR_INVALID_ARG,
                         "slot file version %u is not supported: it lacks %s (this build reads version %d; save the "
                         "slot again)",
-                        h.version, h.version == 1 ? "the sampler's random state" : "the MTP state", ELI_SLOT_VERSION);
+                        h.version, lacks[h.version - 1], ELI_SLOT_VERSION);
     if (h.version != ELI_SLOT_VERSION)
         return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file version %u is not supported (this build reads version %d)",
                         h.version, ELI_SLOT_VERSION);
@@ -343,12 +357,12 @@ static int restore_mapped(const uint8_t *base, size_t size, const eli_model *m, 
         h.n_embd != (uint32_t)m->hp.n_embd)
         return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file geometry does not match the model");
     const int64_t ub = resolve_ubatch(n_ubatch, kv->n_ctx);
-    if (h.n_ctx != kv->n_ctx || h.n_ubatch != ub || h.kv_type != kv->type)
+    if (h.n_ctx != kv->n_ctx || h.n_ubatch != ub || h.kv_type_k != kv->type_k || h.kv_type_v != kv->type_v)
         return eli_fail(err, ELI_ERR_INVALID_ARG,
-                        "slot file was saved with another stream configuration: n_ctx %lld, n_ubatch %lld, KV %s; this "
-                        "stream has n_ctx %lld, n_ubatch %lld, KV %s",
-                        (long long)h.n_ctx, (long long)h.n_ubatch, type_name(h.kv_type), (long long)kv->n_ctx,
-                        (long long)ub, type_name(kv->type));
+                        "slot file was saved with another stream configuration: n_ctx %lld, n_ubatch %lld, KV %s/%s; "
+                        "this stream has n_ctx %lld, n_ubatch %lld, KV %s/%s",
+                        (long long)h.n_ctx, (long long)h.n_ubatch, type_name(h.kv_type_k), type_name(h.kv_type_v),
+                        (long long)kv->n_ctx, (long long)ub, type_name(kv->type_k), type_name(kv->type_v));
     if (h.flags & ~(F_PENDING | F_LOGITS | F_DONE | F_MTP | F_HIDDEN))
         return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file has unknown flags");
     const eli_spec_resume mtp = {h.mtp_rng, h.mtp_window, h.mtp_pause, h.mtp_pause_len, h.mtp_n_acc, h.mtp_n_rej};
@@ -361,8 +375,8 @@ static int restore_mapped(const uint8_t *base, size_t size, const eli_model *m, 
         h.n_generated > h.n_tokens)
         return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file counts are inconsistent (n_tokens %lld, n_past %lld, pending %d)",
                         (long long)h.n_tokens, (long long)h.n_past, pending);
-    if (h.n_tokens > kv->n_ctx)
-        return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file has %lld tokens, more than n_ctx", (long long)h.n_tokens);
+    /* n_past <= n_ctx; a stream whose context is full holds one token more than positions (the last one
+     * generated, pending, never gets a cell), which n_tokens == n_past + pending already allows */
 
     cursor cur = {base + sizeof h, size - 8 - sizeof h};
     const uint8_t *toks = take(&cur, (size_t)h.n_tokens * sizeof(int32_t));
@@ -379,6 +393,11 @@ static int restore_mapped(const uint8_t *base, size_t size, const eli_model *m, 
     const uint8_t *hd = NULL;
     if ((h.flags & F_HIDDEN) && !(hd = take(&cur, (size_t)m->hp.n_embd * sizeof(float))))
         return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file hidden state truncated");
+    /* the sampler would draw from them: a NaN or infinity is a damaged file, not a distribution */
+    int64_t bad = lg ? first_nonfinite(lg, m->hp.n_vocab) : -1;
+    if (bad >= 0) return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file logit %lld is not finite", (long long)bad);
+    if (hd && (bad = first_nonfinite(hd, m->hp.n_embd)) >= 0)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file hidden state value %lld is not finite", (long long)bad);
 
     /* validate every layer before touching the cache */
     int64_t max_cells = 1;
@@ -406,14 +425,15 @@ static int restore_mapped(const uint8_t *base, size_t size, const eli_model *m, 
         if (!poss[il]) continue;
         slot_layer l;
         memcpy(&l, sls[il], sizeof l);
-        const uint8_t *krows = poss[il] + 4 * (size_t)l.n_used, *vrows = krows + (size_t)l.n_used * c->row_bytes;
+        const size_t kb = c->row_bytes_k, vb = c->row_bytes_v;
+        const uint8_t *krows = poss[il] + 4 * (size_t)l.n_used, *vrows = krows + (size_t)l.n_used * kb;
         for (int64_t i = 0; i < l.n_used; i++) {
             int32_t p;
             memcpy(&p, poss[il] + 4 * i, sizeof p);
             const int64_t cell = p % c->n_cells;
             c->cell_pos[cell] = p;
-            memcpy(c->k + (size_t)cell * c->row_bytes, krows + (size_t)i * c->row_bytes, c->row_bytes);
-            memcpy(c->v + (size_t)cell * c->row_bytes, vrows + (size_t)i * c->row_bytes, c->row_bytes);
+            memcpy(c->k + (size_t)cell * kb, krows + (size_t)i * kb, kb);
+            memcpy(c->v + (size_t)cell * vb, vrows + (size_t)i * vb, vb);
         }
     }
     eli_context_set_n_past(ctx, h.n_past);

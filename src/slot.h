@@ -1,8 +1,9 @@
 /* Stream state on disk (save_slot / restore_slot) and window checkpoints for exact prefix reuse.
  *
- * Slot file, version 2 (little-endian, native layout of the fields below):
+ * Slot file, version 4 (little-endian, native layout of the fields below):
  *   header   magic "ELISLOT\0", version, endian marker 0x01020304, model identity hash, model geometry
- *            (n_layer, n_embd, n_vocab, n_swa), stream config (n_ctx, n_ubatch, KV type), flags (pending,
+ *            (n_layer, n_embd, n_vocab, n_swa), stream config (n_ctx, n_ubatch, the K and V cache types:
+ *            version 3 had one type for both and is refused), flags (pending,
  *            logits valid, done, MTP, hidden valid), n_tokens, n_past, n_generated, the sampler's random state (4 x u64:
  *            a restored stream at temperature > 0 continues exactly; version 1 lacked it and is refused),
  *            then the MTP state when the stream drafts (eli_spec_resume: window, pause, pause length,
@@ -12,7 +13,7 @@
  *   logits   n_vocab float32, only when the logits-valid flag is set
  *   hidden   n_embd float32, the final hidden state of the last cached position (the drafter's input),
  *            only when the hidden-valid flag is set
- *   layers   per layer: index, has-storage; with storage: n_cells, row_bytes, n_used, then n_used positions
+ *   layers   per layer: index, has-storage; with storage: n_cells, K and V row bytes, n_used, then n_used positions
  *            (in increasing cell order; cell = position mod n_cells), their K rows, their V rows
  *   checksum 64-bit xxh64-style hash of every byte before it
  * Written atomically (fileio.h). Restore maps the file, checks the checksum first (truncated or corrupted
@@ -29,7 +30,7 @@
 #include "model.h"
 #include "speculative.h"
 
-#define ELI_SLOT_VERSION 3
+#define ELI_SLOT_VERSION 4
 
 /* Streaming 64-bit hash (the XXH64 construction, seed 0). */
 typedef struct eli_hash64 {

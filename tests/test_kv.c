@@ -27,18 +27,21 @@ static void test_layout(void) {
         CHECK(m != NULL, "%s: %s", rel, err.msg);
         if (!m) continue;
         const int64_t ctxs[] = {1, 17, 100, 256, 4096}, ubs[] = {1, 4, 512};
-        for (size_t t = 0; t < 4; t++)
+        /* K and V types alike (t2 = 0) and mixed (t2 = 1: V is the next type of the list) */
+        for (size_t t = 0; t < 8; t++)
             for (size_t c = 0; c < 5; c++)
                 for (size_t u = 0; u < 3; u++) {
-                    uint32_t ty;
-                    eli_kv_type_from_name(types[t], &ty);
-                    eli_kv_cache *kv = eli_kv_create(m, ctxs[c], ubs[u], ty, &err);
+                    uint32_t tk, tv;
+                    eli_kv_type_from_name(types[t % 4], &tk);
+                    eli_kv_type_from_name(types[(t % 4 + t / 4) % 4], &tv);
+                    eli_kv_cache *kv = eli_kv_create(m, ctxs[c], ubs[u], tk, tv, &err);
                     if (!kv) continue; /* a block type that does not divide the head dim */
+                    CHECK(kv->type_k == tk && kv->type_v == tv, "types kept");
                     size_t swa, full;
-                    size_t pred = eli_kv_predict_bytes(m, ctxs[c], ubs[u], ty, &swa, &full);
+                    size_t pred = eli_kv_predict_bytes(m, ctxs[c], ubs[u], tk, tv, &swa, &full);
                     CHECK(pred == kv->bytes && swa == kv->bytes_swa && full == kv->bytes_full,
-                          "%s %s ctx %lld ub %lld: predicted %zu actual %zu", models[i], types[t], (long long)ctxs[c],
-                          (long long)ubs[u], pred, kv->bytes);
+                          "%s %s/%s ctx %lld ub %lld: predicted %zu actual %zu", models[i], types[t % 4],
+                          types[(t % 4 + t / 4) % 4], (long long)ctxs[c], (long long)ubs[u], pred, kv->bytes);
                     for (int il = 0; il < m->hp.n_layer; il++) {
                         const eli_layer *l = &m->layers[il];
                         const eli_kv_layer *kl = &kv->layers[il];
@@ -227,9 +230,9 @@ static void test_reserve(void) {
         for (int il = 0; il < kv->n_layer; il++) {
             const eli_kv_layer *l = &kv->layers[il];
             if (!l->k) continue;
-            const size_t b = (size_t)l->n_cells * l->row_bytes;
-            want += 2 * (long)(b / (size_t)pg);
-            got += resident_pages(l->k, b) + resident_pages(l->v, b);
+            const size_t kb = (size_t)l->n_cells * l->row_bytes_k, vb = (size_t)l->n_cells * l->row_bytes_v;
+            want += (long)(kb / (size_t)pg) + (long)(vb / (size_t)pg);
+            got += resident_pages(l->k, kb) + resident_pages(l->v, vb);
         }
         const size_t one = eli_kv_checkpoint_bytes(kv);
         for (int i = 0; i < kv->max_ckpt && one; i++) {

@@ -26,7 +26,7 @@ static int generate(const eli_model *m, const eli_tokenizer *tok, const eli_mode
                     const int32_t *prompt, int n_prompt, int n, int32_t *out, int64_t *accepted) {
     eli_gen_params p = eli_gen_default_params();
     p.ctx.n_ctx = 512;
-    p.ctx.kv_type = ELI_TYPE_F32;
+    p.ctx.kv_type_k = p.ctx.kv_type_v = ELI_TYPE_F32;
     p.max_tokens = n;
     p.sampling.temperature = temp;
     p.sampling.top_k = 0, p.sampling.top_p = 1, p.sampling.min_p = 0;
@@ -108,7 +108,7 @@ static void test_reset_keep(const eli_model *m, const eli_tokenizer *tok, const 
 static void test_window_policy(const eli_model *m, const eli_model *d, const int32_t *seq) {
     eli_context_params cp = eli_context_default_params();
     cp.n_ctx = 320;
-    cp.kv_type = ELI_TYPE_F32;
+    cp.kv_type_k = cp.kv_type_v = ELI_TYPE_F32;
     eli_error err = {0};
     eli_context *c = eli_context_create(m, &cp, &err);
     eli_spec *s = eli_spec_create(d, m, cp.n_ctx, 1, 3, 0, 0, &err);
@@ -157,7 +157,7 @@ static void test_distribution(const eli_model *m, const eli_model *d, const int3
     const float temp = 1.0f;
     eli_context_params cp = eli_context_default_params();
     cp.n_ctx = 64;
-    cp.kv_type = ELI_TYPE_F32;
+    cp.kv_type_k = cp.kv_type_v = ELI_TYPE_F32;
     eli_error err = {0};
     eli_context *c = eli_context_create(m, &cp, &err);
     float *logits = malloc(sizeof(float) * (size_t)V), *want = malloc(sizeof(float) * (size_t)V);

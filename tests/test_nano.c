@@ -71,7 +71,7 @@ int main(void) {
     CHECK(want != NULL, "reference logits");
     eli_context_params cp = eli_context_default_params();
     cp.n_ctx = 128;
-    cp.kv_type = ELI_TYPE_F32;
+    cp.kv_type_k = cp.kv_type_v = ELI_TYPE_F32;
     eli_context *c = eli_context_create(m, &cp, &err);
     float *got = malloc(sizeof(float) * (size_t)64 * V);
     CHECK(c && eli_decode(c, ids, 64, got, 1, &err) == ELI_OK, "%s", err.msg);

@@ -32,7 +32,8 @@
 
 static void test_kv_prediction(void) {
     static const char *models[] = {"e2b-mini-f32", "e2b-mini-q4_k_m", "dense-kv-mini-f32", "moe-mini-f32"};
-    static const char *kvs[] = {"f16", "f32", "q8_0"};
+    /* K and V types: alike, and mixed as the hosts pass them */
+    static const char *kvs[][2] = {{"f16", "f16"}, {"f32", "f32"}, {"q8_0", "q8_0"}, {"f16", "q8_0"}, {"q8_0", "q4_0"}};
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         char rel[256];
         snprintf(rel, sizeof rel, "golden/models/%s.gguf", models[i]);
@@ -41,22 +42,23 @@ static void test_kv_prediction(void) {
         CHECK(m != NULL, "%s: %s", rel, err.msg);
         if (!m) continue;
         const int64_t ctxs[] = {64, 256, 4096}, ubs[] = {4, 512};
-        for (size_t k = 0; k < 3; k++)
+        for (size_t k = 0; k < sizeof kvs / sizeof kvs[0]; k++)
             for (size_t c = 0; c < 3; c++)
                 for (size_t u = 0; u < 2; u++) {
                     eli_plan_params pp = eli_plan_default_params();
                     pp.n_ctx = ctxs[c], pp.n_ubatch = ubs[u], pp.n_threads = 2, pp.n_ckpt = 1;
-                    eli_kv_type_from_name(kvs[k], &pp.kv_type);
+                    eli_kv_type_from_name(kvs[k][0], &pp.kv_type_k);
+                    eli_kv_type_from_name(kvs[k][1], &pp.kv_type_v);
                     eli_plan o;
                     if (eli_plan_model(m, &pp, 0, &o, &err)) continue; /* block type vs head dim */
                     eli_context_params cp = eli_context_default_params();
-                    cp.n_ctx = ctxs[c], cp.n_ubatch = ubs[u], cp.n_threads = 2, cp.kv_type = pp.kv_type;
+                    cp.n_ctx = ctxs[c], cp.n_ubatch = ubs[u], cp.n_threads = 2, cp.kv_type_k = pp.kv_type_k, cp.kv_type_v = pp.kv_type_v;
                     eli_context *ctx = eli_context_create(m, &cp, &err);
                     CHECK(ctx != NULL, "context: %s", err.msg);
                     if (!ctx) continue;
                     const eli_kv_cache *kv = eli_context_kv(ctx);
                     CHECK(o.kv_swa == kv->bytes_swa && o.kv_full == kv->bytes_full && o.kv_swa + o.kv_full == kv->bytes,
-                          "%s kv %s ctx %lld ub %lld: predicted %llu + %llu, allocated %zu + %zu", models[i], kvs[k],
+                          "%s kv %s/%s ctx %lld ub %lld: predicted %llu + %llu, allocated %zu + %zu", models[i], kvs[k][0], kvs[k][1],
                           (long long)ctxs[c], (long long)ubs[u], (unsigned long long)o.kv_swa,
                           (unsigned long long)o.kv_full, kv->bytes_swa, kv->bytes_full);
                     CHECK(o.kv_ckpt == eli_kv_checkpoint_bytes(kv), "checkpoint bytes %llu vs %zu",

@@ -400,7 +400,7 @@ static void test_mtp(void) {
             unsigned char *bytes = slurp(slot, &n);
             if (bytes) {
                 const int32_t bad = 1000; /* the pause: longer than the longest */
-                memcpy(bytes + 124, &bad, sizeof bad); /* header offset of the MTP pause (slot.h layout) */
+                memcpy(bytes + 132, &bad, sizeof bad); /* header offset of the MTP pause (slot.h layout) */
                 const uint64_t sum = eli_hash64_bytes(bytes, (size_t)n - 8);
                 memcpy(bytes + n - 8, &sum, sizeof sum);
                 const char *broken = tmp_path("mtp-bad.slot");

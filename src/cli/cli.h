@@ -77,8 +77,10 @@ int cli_turn_answer(eli_gen *g, FILE *echo, const atomic_int *cancel, char **ans
 /* Path of the embedded default model (malloc'ed), or NULL when it is not installed. */
 char *cli_default_model(void);
 
-/* "f32" / "f16" to a KV cache type; prints an error and returns -1 otherwise. */
-int cli_parse_kv_type(const char *s, uint32_t *out);
+/* The KV cache type options: --kv TYPE (K and V), --kv-k TYPE, --kv-v TYPE (any eli_kv_type_from_name
+ * name). Returns 1 when opt is one of them and its value v was taken, 0 when opt is none of them, -1 after
+ * printing an error (missing or unknown value). */
+int cli_parse_kv_option(const char *opt, const char *v, uint32_t *type_k, uint32_t *type_v);
 /* Whitespace- or comma-separated token ids into a malloc'ed array; prints an error and returns -1. */
 int cli_parse_tokens(const char *s, int32_t **out, size_t *n_out);
 

@@ -28,11 +28,12 @@
 #include "threadpool.h"
 
 static int usage(void) {
-    fprintf(stderr, "usage: eliza-infer bench -m FILE [-p 512] [-n 128] [-t THREADS] [--depth D] [--kv f16|f32]\n"
+    fprintf(stderr, "usage: eliza-infer bench -m FILE [-p 512] [-n 128] [-t THREADS] [--depth D] [--kv TYPE]\n"
                     "                         [--reference] [--json]\n"
                     "  -p N         prompt tokens for the prefill measurement (0 = skip)\n"
                     "  -n N         tokens decoded one at a time (0 = skip)\n"
                     "  --depth D    tokens already in the KV cache when decoding starts\n"
+                    "  --kv TYPE    KV cache type of K and V (default f16); --kv-k / --kv-v set one of them\n"
                     "  --reference  scalar reference kernels (the \"reference\" backend)\n"
                     "  --draft FILE MTP: greedy generation with and without this drafter (--draft-max N, default 6;\n"
                     "               --prompt-file F, default a built-in English paragraph; --mtp-reps N alternated runs\n"
@@ -107,7 +108,7 @@ static uint64_t weight_bytes_of(const eli_weight *w) {
 /* bytes one decode step reads at KV depth `depth`: all matrices (routed experts: only n_expert_used of
  * them), one row of each embedding table (the tied output head reads token_embd fully) and the K/V rows
  * that every layer attends to */
-static double decode_bytes(const eli_model *m, int64_t depth, uint32_t kv_type) {
+static double decode_bytes(const eli_model *m, int64_t depth, uint32_t kv_k, uint32_t kv_v) {
     const eli_hparams *hp = &m->hp;
     double b = 0;
     b += m->tied_output ? (double)weight_bytes_of(&m->token_embd) : (double)m->token_embd.row_bytes;
@@ -125,7 +126,8 @@ static double decode_bytes(const eli_model *m, int64_t depth, uint32_t kv_type) 
                 b += (double)weight_bytes_of(ex[i]) / (double)ex[i]->n_mat * hp->n_expert_used;
         int64_t seen = depth + 1;
         if (l->is_swa && seen > hp->n_swa) seen = hp->n_swa;
-        b += 2.0 * (double)seen * (double)eli_row_size(kv_type, (int64_t)l->n_head_kv * l->head_dim);
+        const int64_t width = (int64_t)l->n_head_kv * l->head_dim;
+        b += (double)seen * (double)(eli_row_size(kv_k, width) + eli_row_size(kv_v, width));
     }
     return b;
 }
@@ -329,16 +331,21 @@ int cli_bench(int argc, char **argv) {
     const char *draft_path = NULL, *prompt_file = NULL;
     long long draft_max = 6, mtp_reps = 3;
     int ceiling_only = 0;
-    uint32_t kv = ELI_TYPE_F16;
+    uint32_t kv = ELI_TYPE_F16, kv_v = ELI_TYPE_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        int r = cli_parse_kv_option(a, i + 1 < argc ? argv[i + 1] : NULL, &kv, &kv_v);
+        if (r < 0) return 2;
+        if (r) {
+            i++;
+            continue;
+        }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(), 0;
         if (!strcmp(a, "-m")) path = i + 1 < argc ? argv[++i] : NULL;
         else if (!strcmp(a, "-p")) { if (cli_parse_int("-p", i + 1 < argc ? argv[++i] : NULL, 0, 1 << 20, &p)) return 2; }
         else if (!strcmp(a, "-n")) { if (cli_parse_int("-n", i + 1 < argc ? argv[++i] : NULL, 0, 1 << 20, &n)) return 2; }
         else if (!strcmp(a, "-t")) { if (cli_parse_int("-t", i + 1 < argc ? argv[++i] : NULL, 0, 1024, &threads)) return 2; }
         else if (!strcmp(a, "--depth")) { if (cli_parse_int("--depth", i + 1 < argc ? argv[++i] : NULL, 0, 1 << 22, &depth)) return 2; }
-        else if (!strcmp(a, "--kv")) { if (cli_parse_kv_type(i + 1 < argc ? argv[++i] : NULL, &kv)) return 2; }
         else if (!strcmp(a, "--draft")) draft_path = i + 1 < argc ? argv[++i] : NULL;
         else if (!strcmp(a, "--prompt-file")) prompt_file = i + 1 < argc ? argv[++i] : NULL;
         else if (!strcmp(a, "--draft-max")) { if (cli_parse_int("--draft-max", i + 1 < argc ? argv[++i] : NULL, 1, 64, &draft_max)) return 2; }
@@ -364,7 +371,8 @@ int cli_bench(int argc, char **argv) {
     int64_t need = p > depth + n ? p : depth + n;
     cp.n_ctx = need + 1;
     cp.n_ubatch = 512;
-    cp.kv_type = kv;
+    cp.kv_type_k = kv;
+    cp.kv_type_v = kv_v;
     cp.n_threads = (int)threads;
     cp.reference_kernels = reference;
     const char *kname = reference ? eli_kernels_reference()->name : eli_kernels_best()->name;
@@ -424,23 +432,23 @@ int cli_bench(int argc, char **argv) {
             return 1;
         }
     }
-    const double bytes_tok = decode_bytes(m, depth + n / 2, kv);
+    const double bytes_tok = decode_bytes(m, depth + n / 2, kv, kv_v);
     /* the planner's prediction for this context (it also counts a tokenizer and a window checkpoint,
      * which this bench does not allocate) */
     eli_plan plan = {0};
     eli_plan_params pp = eli_plan_default_params();
-    pp.n_ctx = cp.n_ctx, pp.n_ubatch = cp.n_ubatch, pp.kv_type = kv, pp.n_threads = (int)threads;
+    pp.n_ctx = cp.n_ctx, pp.n_ubatch = cp.n_ubatch, pp.kv_type_k = kv, pp.kv_type_v = kv_v, pp.n_threads = (int)threads;
     const double predicted_kb = eli_plan_model(m, &pp, 0, &plan, NULL) ? 0 : (double)plan.peak_rss / 1024.0;
     const double bw = bandwidth_probe((int)threads);
     const double pp_tps = p > 0 ? (double)p / pp_s : 0, tg_tps = n > 0 ? (double)n / tg_s : 0;
     const double gbs = tg_tps * bytes_tok / 1e9;
     if (json) {
-        printf("{\"model\": \"%s\", \"kernels\": \"%s\", \"threads\": %lld, \"kv_type\": \"%s\", \"n_prompt\": %lld, "
+        printf("{\"model\": \"%s\", \"kernels\": \"%s\", \"threads\": %lld, \"kv_type\": \"%s\", \"kv_type_v\": \"%s\", \"n_prompt\": %lld, "
                "\"n_gen\": %lld, \"depth\": %lld, \"load_s\": %.4f, \"prefill_tok_s\": %.3f, \"ttft_ms\": %.3f, \"ttft_cold_ms\": %.3f, "
                "\"decode_tok_s\": %.3f, \"decode_ms_per_tok\": %.3f, \"weight_bytes\": %llu, "
                "\"decode_bytes_per_tok\": %.0f, \"decode_gb_s\": %.3f, \"probe_gb_s\": %.3f, "
                "\"roofline_fraction\": %.4f, \"peak_rss_kb\": %ld, \"predicted_peak_rss_kb\": %.0f",
-               path, kname, threads, eli_type_name(kv), p, n, depth, load_s, pp_tps, pp_s * 1e3, p > 0 ? cold_s * 1e3 : 0, tg_tps,
+               path, kname, threads, eli_type_name(kv), eli_type_name(kv_v), p, n, depth, load_s, pp_tps, pp_s * 1e3, p > 0 ? cold_s * 1e3 : 0, tg_tps,
                n > 0 ? tg_s * 1e3 / (double)n : 0, (unsigned long long)m->weight_bytes, bytes_tok, gbs, bw,
                bw > 0 ? gbs / bw : 0, rss, predicted_kb);
         if (mtp.plain_tps > 0) {
@@ -461,7 +469,7 @@ int cli_bench(int argc, char **argv) {
         printf("}\n");
     } else {
         printf("model            %s\n", path);
-        printf("kernels          %s, %lld threads, %s KV cache\n", kname, threads, eli_type_name(kv));
+        printf("kernels          %s, %lld threads, %s/%s K/V cache\n", kname, threads, eli_type_name(kv), eli_type_name(kv_v));
         printf("weights          %.1f MiB (load %.3f s)\n", (double)m->weight_bytes / 1048576.0, load_s);
         if (p > 0)
             printf("prefill pp%-6lld %10.2f tok/s   (TTFT %.1f ms; %.1f ms cold, the first prompt)\n", p, pp_tps,

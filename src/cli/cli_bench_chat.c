@@ -181,7 +181,7 @@ int cli_bench_chat(int argc, char **argv) {
         else if (!strcmp(a, "--warmup")) { if (cli_parse_int(a, v, 0, 100000, &warmup)) return 2; }
         else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) { if (cli_parse_int(a, v, 1, INT32_MAX, &ctx)) return 2; }
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (cli_parse_int(a, v, 1, 1024, &threads)) return 2; }
-        else if (cli_parse_kv_type(v, &kv)) return 2; /* --kv, the last of valued[] */
+        else if (cli_parse_kv_option(a, v, &kv, &kv) < 0) return 2; /* --kv, the last of valued[] */
     }
     if (warmup < 0) warmup = turns / 5;
     if (warmup >= turns) return cli_die("bench-chat: --warmup %lld leaves no turn of the %lld to summarise", warmup, turns), 2;
@@ -215,7 +215,7 @@ int cli_bench_chat(int argc, char **argv) {
     if (!ctx) ctx = m->hp.n_ctx_train < 32768 ? m->hp.n_ctx_train : 32768;
     eli_gen_params p = eli_gen_default_params();
     p.ctx.n_ctx = ctx;
-    p.ctx.kv_type = kv;
+    p.ctx.kv_type_k = p.ctx.kv_type_v = kv;
     p.ctx.n_threads = (int)threads;
     p.ctx.reserve = !lazy;
     p.sampling.temperature = 0;
@@ -284,7 +284,7 @@ int cli_bench_chat(int argc, char **argv) {
         r->rss_kb = eli_plan_proc_kb("/proc/self/status", "VmRSS");
         r->anon_kb = eli_plan_proc_kb("/proc/self/status", "RssAnon");
         r->file_kb = eli_plan_proc_kb("/proc/self/status", "RssFile");
-        r->kv_kb = (double)eli_kv_predict_bytes(m, lazy ? eli_gen_n_committed(g) : ctx, n_ubatch, kv, NULL, NULL) / 1024.0;
+        r->kv_kb = (double)eli_kv_predict_bytes(m, lazy ? eli_gen_n_committed(g) : ctx, n_ubatch, kv, kv, NULL, NULL) / 1024.0;
         r->fresh_ttft_ms = -1;
         if (fresh[t]) r->ids = ids, ids = NULL; /* prefilled from scratch after the last turn */
         free(ids), ids = NULL;

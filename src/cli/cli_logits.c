@@ -1,4 +1,4 @@
-/* eliza-infer logits -m FILE --tokens "ID ID ..." [--kv f32|f16] [-t N] [--step] -o OUT.f32
+/* eliza-infer logits -m FILE --tokens "ID ID ..." [--kv TYPE | --kv-k TYPE --kv-v TYPE] [-t N] [--step] -o OUT.f32
  * Writes the logits of every position as raw little-endian float32, n_tokens rows of n_vocab. */
 #include <errno.h>
 #include <stdio.h>
@@ -8,20 +8,28 @@
 #include "cli.h"
 #include "fileio.h"
 #include "forward.h"
+#include "kv_cache.h"
 #include "quants.h"
 
 static int usage(void) {
     fprintf(stderr,
-            "usage: eliza-infer logits -m FILE --tokens \"ID ID ...\" [--kv f32|f16] [-t THREADS] [--step] -o OUT.f32\n"
-            "  --step   decode one token at a time instead of one batch\n");
+            "usage: eliza-infer logits -m FILE --tokens \"ID ID ...\" [--kv TYPE] [--kv-k TYPE] [--kv-v TYPE] [-t THREADS]\n"
+            "                          [--step] -o OUT.f32\n"
+            "  --kv TYPE   KV cache type of K and V (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1; default f16);\n"
+            "              --kv-k / --kv-v set one of them\n"
+            "  --step      decode one token at a time instead of one batch\n");
     return 2;
 }
 
-int cli_parse_kv_type(const char *s, uint32_t *out) {
-    if (s && !strcmp(s, "f32")) *out = ELI_TYPE_F32;
-    else if (s && !strcmp(s, "f16")) *out = ELI_TYPE_F16;
-    else return cli_die("--kv: unknown cache type '%s' (use f32 or f16)", s ? s : ""), -1;
-    return 0;
+int cli_parse_kv_option(const char *opt, const char *v, uint32_t *type_k, uint32_t *type_v) {
+    const int both = !strcmp(opt, "--kv"), k = !strcmp(opt, "--kv-k"), vv = !strcmp(opt, "--kv-v");
+    if (!both && !k && !vv) return 0;
+    uint32_t t;
+    if (!v || eli_kv_type_from_name(v, &t))
+        return cli_die("%s: unknown cache type '%s' (known: %s)", opt, v ? v : "", eli_kv_type_names()), -1;
+    if (both || k) *type_k = t;
+    if (both || vv) *type_v = t;
+    return 1;
 }
 
 /* Parses whitespace-separated token ids into a malloc'ed array. */
@@ -63,8 +71,8 @@ int cli_logits(int argc, char **argv) {
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) path = v, i++;
         else if (!strcmp(a, "--tokens")) tokens = v, i++;
         else if (!strcmp(a, "-o") || !strcmp(a, "--output")) outp = v, i++;
-        else if (!strcmp(a, "--kv")) {
-            if (cli_parse_kv_type(v, &cp.kv_type)) return 2;
+        else if ((x = cli_parse_kv_option(a, v, &cp.kv_type_k, &cp.kv_type_v))) {
+            if (x < 0) return 2;
             i++;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (cli_parse_int(a, v, 1, 1024, &x)) return 2;

@@ -14,7 +14,7 @@
 static int usage(void) {
     fprintf(stderr,
             "usage: eliza-infer plan (-m FILE | --arch e2b|e4b|12b|31b|26b-a4b --type f16|q8_0|q4_0|q4_k_m) --ctx N\n"
-            "                        [--kv f16|f32|bf16|q8_0|q4_0|...] [--ubatch N] [--threads N] [--checkpoints N]\n"
+            "                        [--kv TYPE] [--kv-k TYPE] [--kv-v TYPE] [--ubatch N] [--threads N] [--checkpoints N]\n"
             "                        [--fit-ram BYTES[K|M|G]] [--measure N]\n"
             "  --fit-ram  also print the largest context whose peak RSS fits in BYTES\n"
             "  --measure  (-m only) decode N positions of random tokens and print measured VmHWM, KV and PLE\n"
@@ -87,8 +87,8 @@ int cli_plan(int argc, char **argv) {
         } else if (!strcmp(a, "--checkpoints")) {
             if (cli_parse_int(a, v, 0, 64, &x)) return 2;
             p.n_ckpt = (int)x, i++;
-        } else if (!strcmp(a, "--kv")) {
-            if (!v || eli_kv_type_from_name(v, &p.kv_type)) return cli_die("plan: unknown KV type '%s'", v ? v : ""), 2;
+        } else if ((x = cli_parse_kv_option(a, v, &p.kv_type_k, &p.kv_type_v))) {
+            if (x < 0) return 2;
             i++;
         } else if (!strcmp(a, "--fit-ram")) {
             if (parse_bytes(v, &fit)) return cli_die("plan: --fit-ram: '%s' is not a byte count", v ? v : ""), 2;
@@ -152,7 +152,8 @@ int cli_plan(int argc, char **argv) {
         eli_gen_params gp = eli_gen_default_params();
         gp.ctx.n_ctx = o.n_ctx;
         gp.ctx.n_ubatch = o.n_ubatch;
-        gp.ctx.kv_type = p.kv_type;
+        gp.ctx.kv_type_k = p.kv_type_k;
+        gp.ctx.kv_type_v = p.kv_type_v;
         gp.ctx.n_threads = o.n_threads;
         if (measure > o.n_ctx) measure = o.n_ctx;
         eli_gen *g = eli_gen_create(m, tok, &gp, &err);

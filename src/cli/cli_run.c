@@ -1,5 +1,5 @@
 /* eliza-infer run [-m FILE] -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p M]
- *                 [--repeat-penalty R] [--seed S] [--chat] [--system TEXT] [-t N] [--ctx N] [--kv TYPE]
+ *                 [--repeat-penalty R] [--seed S] [--chat] [--system TEXT] [-t N] [--ctx N] [--kv TYPE] [--kv-k TYPE] [--kv-v TYPE]
  * Streams the generated text to stdout and prints a stats line to stderr. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +25,9 @@ static int usage(FILE *out) {
             "  --system TEXT      system prompt (with --chat)\n"
             "  --draft FILE       MTP speculative decoding with this gemma4-assistant drafter\n"
             "  --draft-min N --draft-max N   draft window bounds (default 1..6; the window adapts in between)\n"
-            "  -t N               threads    --ctx N  context size (default 4096)    --kv TYPE  KV cache type\n");
+            "  -t N               threads    --ctx N  context size (default 4096)\n"
+            "  --kv TYPE          KV cache type of K and V (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1; default f16)\n"
+            "  --kv-k TYPE --kv-v TYPE       the K and the V type alone\n");
     return 2;
 }
 
@@ -72,9 +74,8 @@ int cli_parse_gen_option(int argc, char **argv, int *i, eli_gen_params *p) {
     } else if (!strcmp(a, "--draft-max")) {
         if (cli_parse_int(a, v, 1, 64, &x)) return -1;
         p->draft_max = (int)x;
-    } else if (!strcmp(a, "--kv")) {
-        if (!v || eli_kv_type_from_name(v, &p->ctx.kv_type))
-            return cli_die("--kv: unknown cache type '%s'", v ? v : ""), -1;
+    } else if ((x = cli_parse_kv_option(a, v, &p->ctx.kv_type_k, &p->ctx.kv_type_v))) {
+        if (x < 0) return -1;
     } else {
         return 0; /* not a generation option */
     }
