@@ -83,6 +83,12 @@ int eli_ffi_absent(char **out_error, const char *fn, const char *family) {
 static eli_handle_set live_contexts = ELI_HANDLE_SET_INIT;
 static eli_handle_set live_streams = ELI_HANDLE_SET_INIT;
 
+/* A host that unloads the library (dlclose) gets the registries' memory back. */
+__attribute__((destructor)) static void free_registries(void) {
+    eli_handle_set_free(&live_streams);
+    eli_handle_set_free(&live_contexts);
+}
+
 #define BAD_CTX "invalid or destroyed context"
 #define BAD_STREAM "invalid or closed stream"
 

@@ -76,3 +76,12 @@ void eli_handle_bury(eli_handle_set *s, void *p) {
     pthread_mutex_unlock(&s->mu);
     free(old);
 }
+
+void eli_handle_set_free(eli_handle_set *s) {
+    pthread_mutex_lock(&s->mu);
+    free(s->slots);
+    s->slots = NULL;
+    s->n = s->cap = 0;
+    for (size_t i = 0; i < ELI_HANDLE_TOMBS; i++) free(s->tombs[i]), s->tombs[i] = NULL;
+    pthread_mutex_unlock(&s->mu);
+}

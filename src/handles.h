@@ -46,5 +46,7 @@ int eli_handle_retire(eli_handle_set *s, void *p, void (*on_dying)(void *p));
 void *eli_handle_find(eli_handle_set *s, int (*match)(const void *p, const void *arg), const void *arg);
 /* Keeps the block p (already unregistered) in the quarantine, freeing the oldest one there. */
 void eli_handle_bury(eli_handle_set *s, void *p);
+/* Frees the set's own memory (the registry and the quarantine), when the library is unloaded. */
+void eli_handle_set_free(eli_handle_set *s);
 
 #endif
