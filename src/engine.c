@@ -157,7 +157,7 @@ static void resync_sampler(eli_gen *g) {
     eli_sampler_reset(g->smp);
     const int64_t window = g->p.sampling.repeat_last_n;
     int64_t from = g->n_tokens > window ? g->n_tokens - window : 0;
-    for (int64_t i = from; i < g->n_tokens; i++) eli_sampler_accept(g->smp, g->tokens[i]);
+    for (int64_t i = from; i < g->n_tokens; i++) eli_sampler_note(g->smp, g->tokens[i]);
 }
 
 /* Makes g->logits the prediction after the last committed position. */
@@ -197,7 +197,7 @@ int eli_gen_prefill(eli_gen *g, const int32_t *ids, size_t n, const atomic_int *
     if (n == 0) return ELI_OK;
     for (size_t i = 0; i < n; i++)
         if (push_token(g, ids[i])) return eli_fail(err, ELI_ERR_OOM, "out of memory");
-    for (size_t i = 0; i < n; i++) eli_sampler_accept(g->smp, ids[i]);
+    for (size_t i = 0; i < n; i++) eli_sampler_note(g->smp, ids[i]);
     /* the pending token (if any) goes into the cache with the new ones, in one batch */
     const int64_t from = eli_context_n_past(g->ctx);
     int rc = decode_range(g, from, g->n_tokens, cancel, err);
@@ -322,9 +322,10 @@ int eli_gen_next(eli_gen *g, int32_t *tokens_out, size_t tokens_cap, size_t *n_o
         const int timed = g->spec && g->pending; /* a plain step whose decode MTP could have replaced */
         const double t0 = timed ? eli_now_s() : 0;
         if ((rc = ensure_logits(g, cancel, err))) break;
-        int32_t t = eli_sampler_sample(g->smp, g->logits);
+        int32_t t;
+        if ((rc = eli_sampler_sample(g->smp, g->logits, &t, err))) break;
         if (timed) eli_spec_note_plain(g->spec, eli_now_s() - t0);
-        eli_sampler_accept(g->smp, t);
+        if ((rc = eli_sampler_accept(g->smp, t, err))) break;
         g->pending = 1;
         g->logits_valid = 0; /* the hidden state stays: it is that of the position before the pending token */
         int r = commit(g, t, tokens_out, &n, err);
@@ -514,14 +515,14 @@ static int s_reset_keep(eli_backend_session *s, int32_t n_keep) { return (int)el
 
 int eli_gen_save(eli_gen *g, const char *path, eli_error *err) {
     eli_slot_state st = {g->tokens, g->n_tokens, g->cap_tokens, g->pending, g->logits_valid, g->hidden_valid,
-                         g->done, g->n_generated, {0}, g->spec != NULL, {0}};
-    eli_sampler_get_rng(g->smp, st.rng);
+                         g->done, g->n_generated, g->smp, g->spec != NULL, {0}};
     if (g->spec) eli_spec_get_resume(g->spec, &st.mtp);
     return eli_slot_save(path, g->m, g->ctx, g->p.ctx.n_ubatch, &st, g->logits, g->hidden, err);
 }
 
 int eli_gen_restore(eli_gen *g, const char *path, eli_error *err) {
     eli_slot_state st;
+    st.sampler = g->smp; /* loaded with the rest: the penalties' history, the random stream, a grammar */
     int rc = eli_slot_restore(path, g->m, g->ctx, g->p.ctx.n_ubatch, &st, g->logits, g->hidden, err);
     if (rc) return rc;
     free(g->tokens);
@@ -539,8 +540,6 @@ int eli_gen_restore(eli_gen *g, const char *path, eli_error *err) {
         eli_spec_reset(g->spec);
         if (st.has_mtp) eli_spec_set_resume(g->spec, &st.mtp);
     }
-    resync_sampler(g);
-    eli_sampler_set_rng(g->smp, st.rng); /* after the resync, which restarts the stream from the seed */
     return ELI_OK;
 }
 

@@ -15,6 +15,7 @@
 #include "fileio.h"
 #include "kv_cache.h"
 #include "quants.h"
+#include "sampler.h"
 
 /* ---- hash ---- */
 
@@ -116,7 +117,7 @@ typedef struct {
     int64_t n_ctx, n_ubatch;
     uint32_t kv_type_k, kv_type_v, flags, reserved0;
     int64_t n_tokens, n_past, n_generated;
-    uint64_t rng[4];
+    uint64_t sampler_bytes, reserved1[3];
     int32_t mtp_window, mtp_pause, mtp_pause_len;
     uint32_t reserved;
     uint64_t mtp_rng;
@@ -200,7 +201,7 @@ int eli_slot_save(const char *path, const eli_model *m, eli_context *ctx, int64_
     h.n_tokens = st->n_tokens;
     h.n_past = n_past;
     h.n_generated = st->n_generated;
-    memcpy(h.rng, st->rng, sizeof h.rng);
+    h.sampler_bytes = st->sampler ? eli_sampler_state_size(st->sampler) : 0;
     if (st->has_mtp) {
         h.mtp_window = st->mtp.window, h.mtp_pause = st->mtp.pause, h.mtp_pause_len = st->mtp.pause_len;
         h.mtp_rng = st->mtp.rng, h.mtp_n_acc = st->mtp.n_acc, h.mtp_n_rej = st->mtp.n_rej;
@@ -218,6 +219,12 @@ int eli_slot_save(const char *path, const eli_model *m, eli_context *ctx, int64_
     w_put(w, st->tokens, (size_t)st->n_tokens * sizeof *st->tokens);
     if (h.flags & F_LOGITS) w_put(w, logits, (size_t)m->hp.n_vocab * sizeof *logits);
     if (h.flags & F_HIDDEN) w_put(w, hidden, (size_t)m->hp.n_embd * sizeof *hidden);
+    if (h.sampler_bytes) {
+        uint8_t *smp = malloc((size_t)h.sampler_bytes);
+        if (!smp) w->rc = eli_fail(err, ELI_ERR_OOM, "save_slot: out of memory");
+        else eli_sampler_save(st->sampler, smp), w_put(w, smp, (size_t)h.sampler_bytes);
+        free(smp);
+    }
     for (int il = 0; il < kv->n_layer; il++) {
         const eli_kv_layer *c = &kv->layers[il];
         slot_layer sl = {(uint32_t)il, c->cell_pos != NULL, c->n_cells, c->row_bytes_k, c->row_bytes_v, 0};
@@ -393,6 +400,8 @@ static int restore_mapped(const uint8_t *base, size_t size, const eli_model *m, 
     const uint8_t *hd = NULL;
     if ((h.flags & F_HIDDEN) && !(hd = take(&cur, (size_t)m->hp.n_embd * sizeof(float))))
         return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file hidden state truncated");
+    const uint8_t *smp = h.sampler_bytes > cur.left ? NULL : take(&cur, (size_t)h.sampler_bytes);
+    if (!smp) return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file sampler state truncated");
     /* the sampler would draw from them: a NaN or infinity is a damaged file, not a distribution */
     int64_t bad = lg ? first_nonfinite(lg, m->hp.n_vocab) : -1;
     if (bad >= 0) return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file logit %lld is not finite", (long long)bad);
@@ -414,6 +423,13 @@ static int restore_mapped(const uint8_t *base, size_t size, const eli_model *m, 
         rc = check_layer(&cur, kv, il, m->hp.n_swa, h.n_past, pos_tmp, &sls[il], &poss[il], err);
     if (!rc && cur.left) rc = eli_fail(err, ELI_ERR_INVALID_ARG, "slot file has %zu unexpected trailing bytes", cur.left);
     if (rc) {
+        free(pos_tmp), free(sls), free(poss), free(tokens);
+        return rc;
+    }
+
+    /* the sampler last of all checks (it refuses a state of another chain and changes nothing then);
+     * nothing after it can fail */
+    if (st->sampler && (rc = eli_sampler_load(st->sampler, smp, (size_t)h.sampler_bytes, err))) {
         free(pos_tmp), free(sls), free(poss), free(tokens);
         return rc;
     }
@@ -448,7 +464,6 @@ static int restore_mapped(const uint8_t *base, size_t size, const eli_model *m, 
     st->hidden_valid = hd != NULL;
     st->done = (h.flags & F_DONE) != 0;
     st->n_generated = h.n_generated;
-    memcpy(st->rng, h.rng, sizeof st->rng);
     st->has_mtp = (h.flags & F_MTP) != 0;
     st->mtp = mtp;
     free(pos_tmp), free(sls), free(poss);

@@ -4,8 +4,9 @@
  *   header   magic "ELISLOT\0", version, endian marker 0x01020304, model identity hash, model geometry
  *            (n_layer, n_embd, n_vocab, n_swa), stream config (n_ctx, n_ubatch, the K and V cache types:
  *            version 3 had one type for both and is refused), flags (pending,
- *            logits valid, done, MTP, hidden valid), n_tokens, n_past, n_generated, the sampler's random state (4 x u64:
- *            a restored stream at temperature > 0 continues exactly; version 1 lacked it and is refused),
+ *            logits valid, done, MTP, hidden valid), n_tokens, n_past, n_generated, the size of the sampler's
+ *            state (u64, then 3 reserved u64: a restored stream at temperature > 0 continues exactly;
+ *            version 1 lacked the random state and is refused),
  *            then the MTP state when the stream drafts (eli_spec_resume: window, pause, pause length,
  *            reserved u32, random state u64, acceptance counts 2 x f64; zeros otherwise; version 2 lacked
  *            it and is refused, as a restored sampled MTP stream would not continue exactly)
@@ -13,6 +14,8 @@
  *   logits   n_vocab float32, only when the logits-valid flag is set
  *   hidden   n_embd float32, the final hidden state of the last cached position (the drafter's input),
  *            only when the hidden-valid flag is set
+ *   sampler  the sampler's state (eli_sampler_save: the random stream and every stage's, such as the
+ *            penalties' history or a grammar's position)
  *   layers   per layer: index, has-storage; with storage: n_cells, K and V row bytes, n_used, then n_used positions
  *            (in increasing cell order; cell = position mod n_cells), their K rows, their V rows
  *   checksum 64-bit xxh64-style hash of every byte before it
@@ -28,6 +31,7 @@
 #include "error.h"
 #include "forward.h"
 #include "model.h"
+#include "sampler.h"
 #include "speculative.h"
 
 #define ELI_SLOT_VERSION 4
@@ -56,7 +60,7 @@ typedef struct eli_slot_state {
     int64_t n_tokens, cap_tokens;
     int pending, logits_valid, hidden_valid, done;
     int64_t n_generated;
-    uint64_t rng[4]; /* the sampler's random state (eli_sampler_get_rng) */
+    eli_sampler *sampler; /* save: its state is written; restore: it is loaded (NULL: none) */
     int has_mtp;     /* the stream drafts: mtp holds its state (eli_spec_get_resume) */
     eli_spec_resume mtp;
 } eli_slot_state;

@@ -276,8 +276,9 @@ int eli_spec_round(eli_spec *s, eli_context *target, eli_sampler *smp, int32_t i
     int a = 0;
     for (; a <= w; a++) {
         int32_t best = -1;
-        if (greedy) best = eli_sampler_sample(smp, s->logits + (size_t)a * V);
-        else eli_sampler_probs(smp, s->logits + (size_t)a * V, s->p);
+        if (greedy) rc = eli_sampler_sample(smp, s->logits + (size_t)a * V, &best, err);
+        else rc = eli_sampler_probs(smp, s->logits + (size_t)a * V, s->p, err) < 0;
+        if (rc) return rc < 0 ? rc : err ? err->code : ELI_ERR_INVALID_ARG;
         if (a == w) { /* every draft accepted: the bonus token */
             out[(*n_out)++] = greedy ? best : draw(s, s->p, V);
             break;
@@ -292,7 +293,7 @@ int eli_spec_round(eli_spec *s, eli_context *target, eli_sampler *smp, int32_t i
         }
         if (ok) {
             out[(*n_out)++] = d;
-            eli_sampler_accept(smp, d);
+            if ((rc = eli_sampler_accept(smp, d, err))) return rc;
             continue;
         }
         /* rejected: the target's token, from the residual distribution max(0, p - q) when sampling */
@@ -305,12 +306,12 @@ int eli_spec_round(eli_spec *s, eli_context *target, eli_sampler *smp, int32_t i
                 s->p[j] = s->p[j] > q[j] ? s->p[j] - q[j] : 0.0f;
                 mass += s->p[j];
             }
-            if (!(mass > 0)) eli_sampler_probs(smp, s->logits + (size_t)a * V, s->p);
+            if (!(mass > 0) && (rc = eli_sampler_probs(smp, s->logits + (size_t)a * V, s->p, err)) < 0) return rc;
             out[(*n_out)++] = draw(s, s->p, V);
         }
         break;
     }
-    eli_sampler_accept(smp, out[*n_out - 1]);
+    if ((rc = eli_sampler_accept(smp, out[*n_out - 1], err))) return rc;
 
     /* keep id_last and the accepted drafts; drop the rejected positions everywhere */
     if (!eli_context_truncate(target, P + a + 1))

@@ -120,7 +120,8 @@ static void test_window_policy(const eli_model *m, const eli_model *d, const int
     CHECK(c && s && smp && logits && h, "%s", err.msg);
     const eli_outputs o = {logits, h, 0};
     CHECK(eli_decode_ex(c, seq, 20, &o, &err) == ELI_OK, "%s", err.msg);
-    int32_t last = eli_sampler_sample(smp, logits);
+    int32_t last = -1;
+    eli_sampler_sample(smp, logits, &last, NULL);
     int first_round = -1, rounds = 0, accepted = 0, n = 0;
     while (n < 200) {
         const int w = eli_spec_window(s, 200 - n);
@@ -135,10 +136,10 @@ static void test_window_policy(const eli_model *m, const eli_model *d, const int
             rounds++, accepted += ac, n += k;
             last = out[k - 1];
         } else {
-            eli_sampler_accept(smp, last);
+            eli_sampler_accept(smp, last, NULL);
             CHECK(eli_decode_ex(c, &last, 1, &o, &err) == ELI_OK, "%s", err.msg);
             eli_spec_note_plain(s, 1e-4);
-            last = eli_sampler_sample(smp, logits);
+            eli_sampler_sample(smp, logits, &last, NULL);
             n++;
         }
     }
@@ -172,7 +173,7 @@ static void test_distribution(const eli_model *m, const eli_model *d, const int3
     eli_sampler *smp = NULL;
     eli_sampler_create(&sp, V, &smp, &err);
     CHECK(eli_decode(c, seq + P - 1, 1, logits, 0, &err) == ELI_OK, "%s", err.msg);
-    eli_sampler_probs(smp, logits, want);
+    eli_sampler_probs(smp, logits, want, NULL);
     eli_context_truncate(c, P - 1);
     int64_t accepted = 0, drafted = 0;
     /* one speculative state for every round: its random stream runs on, so the rounds are independent */

@@ -167,7 +167,7 @@ int main(void) {
         if (s && smp && eli_decode_ex(rctx, ids, 64, &o, &err) == ELI_OK) {
             int32_t last = 0;
             for (int32_t i = 1; i < V; i++) last = lg[i] > lg[last] ? i : last;
-            eli_sampler_accept(smp, last);
+            eli_sampler_accept(smp, last, NULL);
             seq[nr++] = last;
             while (nr < na) {
                 int32_t out[8];

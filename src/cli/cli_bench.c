@@ -204,11 +204,14 @@ static double timed_batches(eli_context *c, eli_sampler *smp, const int32_t *ids
     for (int64_t i = 0; i + 1 < len;) {
         const int64_t b = i + k < len ? k : len - 1 - i;
         if (eli_decode(c, seq + i, b, logits, 1, &err)) return cli_die("%s", err.msg), -1;
-        for (int64_t j = 0; j < b; j++)
-            if (eli_sampler_sample(smp, logits + (size_t)j * (size_t)V) != seq[i + j + 1])
+        for (int64_t j = 0; j < b; j++) {
+            int32_t tok = -1;
+            if (eli_sampler_sample(smp, logits + (size_t)j * (size_t)V, &tok, &err)) return cli_die("%s", err.msg), -1;
+            if (tok != seq[i + j + 1])
                 return cli_die("bench: a batch of %d tokens chose another token than plain decoding at %lld", k,
                                (long long)(i + j + 1)),
                        -1;
+        }
         i += b;
     }
     return cli_now() - t;
