@@ -6,8 +6,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "os.h"
 #include "quants.h"
 
 struct eli_context {
@@ -76,10 +76,7 @@ static int resolve_params(const eli_model *m, const eli_context_params *params, 
     if (p.n_ctx > hp->n_ctx_train) p.n_ctx = hp->n_ctx_train;
     if (p.n_ubatch == 0) p.n_ubatch = 512;
     if (p.n_ubatch > p.n_ctx) p.n_ubatch = p.n_ctx;
-    if (p.n_threads == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        p.n_threads = n > 0 ? (int)n : 1;
-    }
+    if (p.n_threads == 0) p.n_threads = eli_os_cpu_count();
     if (p.reserve < 0) {
         const char *e = getenv("ELIZA_LLM_RESERVE");
         if (e && *e && strcmp(e, "0") && strcmp(e, "1"))
@@ -191,11 +188,11 @@ eli_context *eli_context_create(const eli_model *m, const eli_context_params *pa
     if (!c->flash_work || !c->ple_raw) goto oom;
     if (p.reserve) {
         if (eli_kv_reserve(c->kv, err)) goto fail_quiet;
-        for (int i = 0; i < SB_N_F32; i++) eli_mem_touch(*bufs[i], (size_t)(s.f32[i] > 0 ? s.f32[i] : 1) * sizeof(float));
-        eli_mem_touch(c->flash_work, c->flash_work_bytes * (size_t)p.n_threads);
-        eli_mem_touch(c->ple_raw, s.ple_raw_bytes);
+        for (int i = 0; i < SB_N_F32; i++) eli_os_touch(*bufs[i], (size_t)(s.f32[i] > 0 ? s.f32[i] : 1) * sizeof(float));
+        eli_os_touch(c->flash_work, c->flash_work_bytes * (size_t)p.n_threads);
+        eli_os_touch(c->ple_raw, s.ple_raw_bytes);
         if (s.qbuf_bytes && !eli_buf_reserve(&c->qbuf, s.qbuf_bytes)) goto oom;
-        eli_mem_touch(c->qbuf.p, s.qbuf_bytes);
+        eli_os_touch(c->qbuf.p, s.qbuf_bytes);
     }
     return c;
 oom:

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops.h"
+#include "os.h"
 #include "quants.h"
 
 #define MAX_CHECKPOINTS 64
@@ -137,8 +137,8 @@ int eli_kv_reserve(eli_kv_cache *kv, eli_error *err) {
     for (int il = 0; il < kv->n_layer; il++) {
         eli_kv_layer *c = &kv->layers[il];
         if (!c->k) continue;
-        eli_mem_touch(c->k, (size_t)c->n_cells * c->row_bytes_k);
-        eli_mem_touch(c->v, (size_t)c->n_cells * c->row_bytes_v);
+        eli_os_touch(c->k, (size_t)c->n_cells * c->row_bytes_k);
+        eli_os_touch(c->v, (size_t)c->n_cells * c->row_bytes_v);
     }
     const size_t one = eli_kv_checkpoint_bytes(kv);
     for (int i = 0; one && i < kv->max_ckpt; i++) {
@@ -148,7 +148,7 @@ int eli_kv_reserve(eli_kv_cache *kv, eli_error *err) {
                 return eli_fail(err, ELI_ERR_OOM, "out of memory for %d window checkpoints of %zu bytes", kv->max_ckpt, one);
             kv->ckpt_bytes += one;
         }
-        eli_mem_touch(cp->data, one);
+        eli_os_touch(cp->data, one);
     }
     return ELI_OK;
 }

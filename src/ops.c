@@ -5,8 +5,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "pack.h"
 #include "quants.h"
@@ -24,20 +22,6 @@ void eli_buf_free(eli_buf *b) {
     free(b->p);
     b->p = NULL;
     b->cap = 0;
-}
-
-void eli_mem_touch(void *p, size_t n) {
-#ifdef MADV_POPULATE_WRITE
-    /* the whole pages inside the range in one call (Linux >= 5.14): no fault per page */
-    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
-    const uintptr_t lo = ((uintptr_t)p + pg - 1) & ~(pg - 1), hi = ((uintptr_t)p + n) & ~(pg - 1);
-    if (pg && hi > lo) (void)madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
-#endif
-    /* the partial pages at the ends, and everything where the call is unknown or failed (writing into an
-     * already resident page costs next to nothing) */
-    volatile uint8_t *b = p;
-    for (size_t i = 0; i < n; i += 4096) b[i] = 0;
-    if (n) b[n - 1] = 0;
 }
 
 void eli_rms_norm(float *y, const float *x, const float *w, int64_t n, float eps) {

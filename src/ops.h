@@ -21,9 +21,6 @@ typedef struct eli_buf {
 /* Ensures capacity; returns NULL on OOM. */
 void *eli_buf_reserve(eli_buf *b, size_t bytes);
 void eli_buf_free(eli_buf *b);
-/* Writes one byte of every page of p[0..n) so that the pages are resident now, not at their first real
- * use (a memset of fresh malloc memory may be turned into calloc, which touches nothing). */
-void eli_mem_touch(void *p, size_t n);
 
 /* y = RMS(x) (* w when w != NULL), n values. y may alias x. */
 void eli_rms_norm(float *y, const float *x, const float *w, int64_t n, float eps);

@@ -1,15 +1,13 @@
 /* Memory planner (plan.h). */
 #include "plan.h"
 
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "forward.h"
 #include "kv_cache.h"
+#include "os.h"
 #include "quants.h"
 
 #define MIB (1024ull * 1024ull)
@@ -19,10 +17,6 @@ eli_plan_params eli_plan_default_params(void) {
     return p;
 }
 
-static uint64_t page_size(void) {
-    long pg = sysconf(_SC_PAGESIZE);
-    return pg > 0 ? (uint64_t)pg : 4096;
-}
 
 static int default_ckpt(void) {
     const char *e = getenv("ELIZA_LLM_KV_CHECKPOINTS");
@@ -48,10 +42,7 @@ static int plan_core(const eli_model *m, const eli_plan_params *pp, eli_plan *o,
     cp.kv_type_k = p.kv_type_k;
     cp.kv_type_v = p.kv_type_v;
     cp.n_threads = p.n_threads;
-    if (cp.n_threads <= 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        cp.n_threads = n > 0 ? (int)n : 1;
-    }
+    if (cp.n_threads <= 0) cp.n_threads = eli_os_cpu_count();
     int rc = eli_kv_check_type(m, p.kv_type_k, err);
     if (rc || (rc = eli_kv_check_type(m, p.kv_type_v, err))) return rc;
     o->n_ctx = cp.n_ctx;
@@ -296,52 +287,12 @@ int64_t eli_plan_fit(const eli_model *m, const char *arch, const char *wtype, co
 /* ---- measurements ---- */
 
 void eli_plan_ple_resident(const eli_model *m, uint64_t *mapped, uint64_t *cached) {
-    *mapped = *cached = UINT64_MAX;
     const eli_weight *pl = &m->ple_token_embd;
-    if (!pl->data) {
-        *mapped = *cached = 0;
-        return;
-    }
-    const uint64_t pg = page_size();
-    const uintptr_t lo = (uintptr_t)pl->data & ~(uintptr_t)(pg - 1);
-    const uintptr_t hi = ((uintptr_t)pl->data + (uintptr_t)pl->rows * pl->row_bytes + pg - 1) & ~(uintptr_t)(pg - 1);
-    const size_t n = (hi - lo) / pg;
-    unsigned char *vec = malloc(n ? n : 1);
-    if (vec && !mincore((void *)lo, hi - lo, vec)) {
-        uint64_t c = 0;
-        for (size_t i = 0; i < n; i++) c += vec[i] & 1;
-        *cached = c * pg;
-    }
-    free(vec);
-    int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    uint64_t present = 0, buf[512];
-    int ok = 1;
-    for (size_t i = 0; i < n && ok;) {
-        size_t k = n - i < 512 ? n - i : 512;
-        off_t off = (off_t)((lo / pg + i) * sizeof(uint64_t));
-        if (pread(fd, buf, k * sizeof *buf, off) != (ssize_t)(k * sizeof *buf)) ok = 0;
-        for (size_t j = 0; ok && j < k; j++) present += buf[j] >> 63;
-        i += k;
-    }
-    close(fd);
-    if (ok) *mapped = present * pg;
-}
-
-long eli_plan_proc_kb(const char *file, const char *key) {
-    FILE *f = fopen(file, "r");
-    if (!f) return -1;
-    char line[256];
-    long kb = -1;
-    const size_t kl = strlen(key);
-    while (kb < 0 && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, kl) && line[kl] == ':') kb = strtol(line + kl + 1, NULL, 10);
-    fclose(f);
-    return kb;
+    eli_os_resident(pl->data, pl->data ? (size_t)pl->rows * pl->row_bytes : 0, mapped, cached);
 }
 
 static uint64_t status_bytes(const char *key) {
-    const long kb = eli_plan_proc_kb("/proc/self/status", key);
+    const long kb = eli_os_proc_kb("/proc/self/status", key);
     return kb > 0 ? (uint64_t)kb * 1024 : 0;
 }
 

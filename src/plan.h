@@ -57,9 +57,6 @@ int64_t eli_plan_fit(const eli_model *m, const char *arch, const char *wtype, co
 /* Resident bytes of the PLE table's range: mapped into this process (/proc/self/pagemap present bits; what
  * counts toward RSS) and in the page cache (mincore). Either is UINT64_MAX when it cannot be read. */
 void eli_plan_ple_resident(const eli_model *m, uint64_t *mapped, uint64_t *cached);
-/* A "key: N kB" line of a /proc file in KiB, -1 when absent: "VmRSS" / "VmHWM" / "RssAnon" / "RssFile" ...
- * of /proc/self/status, "MemAvailable" of /proc/meminfo. */
-long eli_plan_proc_kb(const char *file, const char *key);
 /* VmRSS / VmHWM of this process in bytes (0 when unavailable). */
 uint64_t eli_plan_vm_rss(void);
 uint64_t eli_plan_vm_hwm(void);

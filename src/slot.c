@@ -1,19 +1,15 @@
 /* Slot files and window checkpoints (slot.h). */
 #include "slot.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "fileio.h"
 #include "kv_cache.h"
+#include "os.h"
 #include "quants.h"
 #include "sampler.h"
 
@@ -473,24 +469,20 @@ static int restore_mapped(const uint8_t *base, size_t size, const eli_model *m, 
 int eli_slot_restore(const char *path, const eli_model *m, eli_context *ctx, int64_t n_ubatch, eli_slot_state *st,
                      float *logits, float *hidden, eli_error *err) {
     if (!path || !*path) return eli_fail(err, ELI_ERR_INVALID_ARG, "restore_slot: empty path");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return eli_fail(err, ELI_ERR_INVALID_ARG, "restore_slot: cannot open '%s': %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return eli_fail(err, ELI_ERR_INVALID_ARG, "restore_slot: '%s' is not a regular file", path);
+    eli_os_map map;
+    int rc = eli_os_map_file(path, &map, err);
+    if (rc) {
+        eli_error_prefix(err, "restore_slot");
+        return rc;
     }
-    const size_t size = (size_t)sb.st_size;
-    if (size < sizeof(slot_header) + 8) {
-        close(fd);
-        return eli_fail(err, ELI_ERR_INVALID_ARG, "restore_slot '%s': not a slot file (%zu bytes, too short)", path, size);
+    if (map.size < sizeof(slot_header) + 8) {
+        eli_os_unmap_file(&map);
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "restore_slot '%s': not a slot file (%zu bytes, too short)", path,
+                        map.size);
     }
-    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) return eli_fail(err, ELI_ERR_INVALID_ARG, "restore_slot: cannot map '%s': %s", path, strerror(errno));
-    madvise(map, size, MADV_SEQUENTIAL);
-    int rc = restore_mapped(map, size, m, ctx, n_ubatch, st, logits, hidden, err);
-    munmap(map, size);
+    eli_os_advise(&map, map.base, map.size, ELI_OS_SEQUENTIAL);
+    rc = restore_mapped(map.base, map.size, m, ctx, n_ubatch, st, logits, hidden, err);
+    eli_os_unmap_file(&map);
     if (rc) eli_error_prefix(err, "restore_slot '%s'", path);
     return rc;
 }

@@ -23,6 +23,7 @@
 #include "engine.h"
 #include "forward.h"
 #include "kernels.h"
+#include "os.h"
 #include "plan.h"
 #include "quants.h"
 #include "threadpool.h"
@@ -93,7 +94,7 @@ static double bandwidth_probe(int threads) {
 }
 
 static long peak_rss_kb(void) {
-    long hwm = eli_plan_proc_kb("/proc/self/status", "VmHWM");
+    long hwm = eli_os_proc_kb("/proc/self/status", "VmHWM");
     if (hwm < 0) { /* no procfs */
         struct rusage ru;
         if (!getrusage(RUSAGE_SELF, &ru)) hwm = ru.ru_maxrss;
@@ -359,10 +360,7 @@ int cli_bench(int argc, char **argv) {
         else return cli_die("bench: unknown option '%s'", a), usage();
     }
     if (!path) return usage();
-    if (threads == 0) {
-        long c = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = c > 0 ? c : 1;
-    }
+    if (threads == 0) threads = eli_os_cpu_count();
     eli_error err = {0};
     double t0 = cli_now();
     eli_model *m = eli_model_load(path, &err);

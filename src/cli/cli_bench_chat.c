@@ -27,6 +27,7 @@
 #include "json.h"
 #include "kernels.h"
 #include "kv_cache.h"
+#include "os.h"
 #include "plan.h"
 #include "quants.h"
 
@@ -281,9 +282,9 @@ int cli_bench_chat(int argc, char **argv) {
         r->generated = eli_gen_n_generated(g);
         r->ttft_ms = 1e3 * ((t_first > 0 ? t_first : t1) - t0);
         r->decode_tps = r->generated > 1 && t1 > t_first ? (double)(r->generated - 1) / (t1 - t_first) : 0;
-        r->rss_kb = eli_plan_proc_kb("/proc/self/status", "VmRSS");
-        r->anon_kb = eli_plan_proc_kb("/proc/self/status", "RssAnon");
-        r->file_kb = eli_plan_proc_kb("/proc/self/status", "RssFile");
+        r->rss_kb = eli_os_proc_kb("/proc/self/status", "VmRSS");
+        r->anon_kb = eli_os_proc_kb("/proc/self/status", "RssAnon");
+        r->file_kb = eli_os_proc_kb("/proc/self/status", "RssFile");
         r->kv_kb = (double)eli_kv_predict_bytes(m, lazy ? eli_gen_n_committed(g) : ctx, n_ubatch, kv, kv, NULL, NULL) / 1024.0;
         r->fresh_ttft_ms = -1;
         if (fresh[t]) r->ids = ids, ids = NULL; /* prefilled from scratch after the last turn */
@@ -318,7 +319,7 @@ int cli_bench_chat(int argc, char **argv) {
         r->fresh_ttft_ms = 1e3 * (cli_now() - f0);
         r->fresh_evaluated = eli_gen_n_prompt_decoded(g) - ev0;
     }
-    const long peak_kb = eli_plan_proc_kb("/proc/self/status", "VmHWM");
+    const long peak_kb = eli_os_proc_kb("/proc/self/status", "VmHWM");
 
     /* summary over the turns after the warm-up (follow-ups only: turn 1 is a fresh prompt) */
     const int64_t from = warmup > 0 ? warmup : 1, n = turns;
