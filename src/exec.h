@@ -93,6 +93,8 @@ struct eli_exec {
     const char *family; /* executors of one family share prepared models (cpu: the fast and the reference kernels) */
     int rank;           /* the default executor is the available one of highest rank */
     int (*available)(void);
+    /* what runs a model prepared here, for reports (the CPU: its kernel table's name) */
+    const char *(*describe)(const eli_xmodel *xm);
 
     /* a model made ready (m is changed and must outlive the result) */
     eli_xmodel *(*prepare)(eli_model *m, const eli_exec_options *o, eli_error *err);
