@@ -19,10 +19,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "drafter.h"
 #include "engine.h"
-#include "forward.h"
-#include "kernels.h"
 #include "os.h"
 #include "plan.h"
 #include "quants.h"

@@ -6,7 +6,6 @@
 
 #include "cli.h"
 #include "engine.h"
-#include "kv_cache.h"
 #include "model.h"
 #include "plan.h"
 #include "tokenizer.h"

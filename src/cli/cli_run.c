@@ -7,11 +7,9 @@
 #include <time.h>
 
 #include "chat.h"
-#include "drafter.h"
 #include "cli.h"
 #include "engine.h"
 #include "json.h"
-#include "kv_cache.h"
 
 static int usage(FILE *out) {
     fprintf(out,
