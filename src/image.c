@@ -98,7 +98,7 @@ typedef struct {
     const uint8_t *p;
     size_t n, pos;
     jmp_buf jb;
-    char msg[160];
+    char msg[160], warning[160]; /* the first warning explains some errors (a size over the limits) */
     png_bytep *rows;
     eli_image img;
 } png_job;
@@ -109,7 +109,10 @@ static void png_on_error(png_structp png, png_const_charp msg) {
     longjmp(j->jb, 1);
 }
 
-static void png_on_warning(png_structp png, png_const_charp msg) { (void)png, (void)msg; }
+static void png_on_warning(png_structp png, png_const_charp msg) {
+    png_job *j = png_get_error_ptr(png);
+    if (!j->warning[0]) snprintf(j->warning, sizeof j->warning, "%s", msg);
+}
 
 static void png_on_read(png_structp png, png_bytep dst, size_t len) {
     png_job *j = png_get_io_ptr(png);
@@ -131,7 +134,8 @@ static int decode_png(const uint8_t *p, size_t n, eli_image *out, eli_error *err
         goto done;
     }
     if (setjmp(j->jb)) {
-        rc = eli_fail(err, ELI_ERR_INVALID_ARG, "corrupt PNG: %s", j->msg);
+        rc = eli_fail(err, ELI_ERR_INVALID_ARG, "corrupt PNG: %s%s%s%s", j->msg, j->warning[0] ? " (" : "", j->warning,
+                      j->warning[0] ? ")" : "");
         eli_image_free(&j->img);
         goto done;
     }
