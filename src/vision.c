@@ -195,23 +195,25 @@ void eli_vision_target_size(const eli_vision *v, int w, int h, int *tw, int *th)
     *th = hb;
 }
 
+/* The two source pixels around position p of a row or column of n (align-corners) and the second's weight. */
+static void neighbours(float p, int n, int *i0, int *i1, float *frac) {
+    const int a = (int)p < n - 1 ? (int)p : n - 1;
+    *i0 = a;
+    *i1 = a + 1 < n - 1 ? a + 1 : n - 1;
+    *frac = p - (float)a;
+}
+
 /* Bilinear with align-corners ratios, no antialiasing, truncation to uint8 (mtmd's resize_bilinear). */
 static void resize_bilinear(const eli_image *src, eli_image *dst, int x0, int y0, int nw, int nh) {
     const float xr = nw > 1 ? (float)(src->w - 1) / (float)(nw - 1) : 0.0f;
     const float yr = nh > 1 ? (float)(src->h - 1) / (float)(nh - 1) : 0.0f;
     for (int y = 0; y < nh; y++) {
-        const float py = (float)y * yr;
-        int sy0 = (int)py;
-        sy0 = sy0 < src->h - 1 ? sy0 : src->h - 1;
-        const int sy1 = sy0 + 1 < src->h - 1 ? sy0 + 1 : src->h - 1;
-        const float yf = py - (float)sy0;
+        int sy0, sy1, sx0, sx1;
+        float yf, xf;
+        neighbours((float)y * yr, src->h, &sy0, &sy1, &yf);
         uint8_t *out = dst->rgb + ((size_t)(y0 + y) * dst->w + x0) * 3;
         for (int x = 0; x < nw; x++) {
-            const float px = (float)x * xr;
-            int sx0 = (int)px;
-            sx0 = sx0 < src->w - 1 ? sx0 : src->w - 1;
-            const int sx1 = sx0 + 1 < src->w - 1 ? sx0 + 1 : src->w - 1;
-            const float xf = px - (float)sx0;
+            neighbours((float)x * xr, src->w, &sx0, &sx1, &xf);
             const uint8_t *p00 = src->rgb + ((size_t)sy0 * src->w + sx0) * 3, *p10 = src->rgb + ((size_t)sy0 * src->w + sx1) * 3;
             const uint8_t *p01 = src->rgb + ((size_t)sy1 * src->w + sx0) * 3, *p11 = src->rgb + ((size_t)sy1 * src->w + sx1) * 3;
             for (int c = 0; c < 3; c++) {

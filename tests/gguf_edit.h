@@ -158,4 +158,16 @@ static inline uint8_t *rewrite(const gguf_file *src, const edit *e, size_t *size
     return buf;
 }
 
+typedef void (*edit_fn)(edit *e);
+
+/* src rewritten with the edits that fn makes. */
+static inline uint8_t *rewrite_with(const gguf_file *src, edit_fn fn, size_t *size) {
+    edit e;
+    memset(&e, 0, sizeof e);
+    fn(&e);
+    uint8_t *buf = rewrite(src, &e, size);
+    edit_free(&e);
+    return buf;
+}
+
 #endif

@@ -359,7 +359,6 @@ static void test_threads(void) {
 
 /* ---- hostile projectors (vision binder) ---- */
 
-typedef void (*edit_fn)(edit *e);
 static void e_no_patch(edit *e) { drop_tensor(e, "v.patch_embd.weight"); }
 static void e_patch_shape(edit *e) { reshape(e, "v.patch_embd.weight", 4, 16, 16, 4); }
 static void e_no_pos(edit *e) { drop_tensor(e, "v.position_embd.weight"); }
@@ -408,12 +407,8 @@ static void test_hostile_projectors(void) {
     gguf_file *src = gguf_open(eli_shared_path(GOLDEN_MMPROJ), &err);
     CHECK(src != NULL, "%s", err.msg);
     for (size_t i = 0; src && i < sizeof cases / sizeof cases[0]; i++) {
-        edit e;
-        memset(&e, 0, sizeof e);
-        cases[i].fn(&e);
         size_t n;
-        uint8_t *buf = rewrite(src, &e, &n);
-        edit_free(&e);
+        uint8_t *buf = rewrite_with(src, cases[i].fn, &n);
         eli_error_clear(&err);
         gguf_file *f = gguf_open_memory(buf, n, &err);
         eli_mmproj *p = f ? eli_mmproj_from_gguf(f, &err) : NULL;

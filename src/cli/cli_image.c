@@ -27,7 +27,7 @@ static int usage(const char *cmd) {
 static int parse(const char *cmd, int argc, char **argv, image_args *a) {
     *a = (image_args){.threads = 1, .reps = 5};
     const int bench = !strcmp(cmd, "bench-image");
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* every option takes a value */
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long x;
         if (!strcmp(o, "--help")) return usage(cmd), 0;
@@ -42,7 +42,6 @@ static int parse(const char *cmd, int argc, char **argv, image_args *a) {
             if (cli_parse_int(o, v, 1, 100000, &x)) return 2;
             a->reps = (int)x;
         } else return cli_bad_option(cmd, o, 1);
-        i++;
     }
     if (!a->mmproj || !a->image || (!bench && !a->out)) return usage(cmd);
     return -1;
