@@ -111,6 +111,12 @@ static int load_keys(eli_vision *v, eli_error *err) {
     if ((rc = eli_mmproj_u32(v->p, "clip.vision.patch_size", 1, 1, 256, &v->patch, err))) return rc;
     v->merge = 3; /* gemma4v's pooling kernel when the key is absent */
     if ((rc = eli_mmproj_u32(v->p, "clip.vision.projector.scale_factor", 0, 1, 64, &v->merge, err))) return rc;
+    if (v->patch * v->merge > 1024)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "patch size %d x pooling %d = %d pixels per token side exceeds 1024", v->patch,
+                        v->merge, v->patch * v->merge);
+    if (v->hp.head_dim % 4)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "head size %d is not a multiple of 4 (the 2-D RoPE rotates pairs in each half)",
+                        v->hp.head_dim);
     if ((rc = eli_mmproj_f32_array(v->p, "clip.vision.image_mean", 1, 3, v->mean, err)) ||
         (rc = eli_mmproj_f32_array(v->p, "clip.vision.image_std", 1, 3, v->std, err)))
         return rc;

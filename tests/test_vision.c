@@ -381,6 +381,11 @@ static void e_qnorm(edit *e) { reshape(e, "v.blk.0.attn_q_norm.weight", 1, 31, 1
 static void e_patch_size(edit *e) { set_u32(e, "clip.vision.patch_size", 0); }
 static void e_merge(edit *e) { set_u32(e, "clip.vision.projector.scale_factor", 1000); }
 static void e_pos_nan(edit *e) { fill(e, "v.position_embd.weight", NAN); }
+static void e_token_side(edit *e) {
+    set_u32(e, "clip.vision.patch_size", 200);
+    set_u32(e, "clip.vision.projector.scale_factor", 64);
+}
+static void e_head_dim(edit *e) { set_u32(e, "clip.vision.attention.head_dim", 30); }
 
 static void test_hostile_projectors(void) {
     static const struct {
@@ -402,6 +407,8 @@ static void test_hostile_projectors(void) {
         {e_patch_size, "clip.vision.patch_size"},
         {e_merge, "scale_factor"},
         {e_pos_nan, "not finite"},
+        {e_token_side, "exceeds 1024"},
+        {e_head_dim, "not a multiple of 4"},
     };
     eli_error err = {0};
     gguf_file *src = gguf_open(eli_shared_path(GOLDEN_MMPROJ), &err);
