@@ -8,6 +8,8 @@
  *    the preprocessed size exact, values within the bounds of issue 18 or tighter;
  *  - hostile projectors for the vision binder. */
 #include <math.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "gguf.h"
 #include "gguf_edit.h"
@@ -442,6 +444,59 @@ static void test_hostile_projectors(void) {
     eli_mmproj_free(p);
 }
 
+/* ---- the CLI ---- */
+
+/* Runs an eliza-infer command line; its stdout into out (NUL-terminated), returns the exit status. */
+static int run_cli(const char *args, char *out, size_t cap) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' %s 2>/dev/null", ELI_CLI, args);
+    FILE *p = popen(cmd, "r");
+    size_t n = p ? fread(out, 1, cap - 1, p) : 0;
+    out[n] = '\0';
+    const int st = p ? pclose(p) : -1;
+    return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* embed-image writes exactly what eli_vision_encode returns and prints "n_tokens WxH"; bench-image prints its
+ * times; a bad image is exit status 1 with nothing written. */
+static void test_cli(void) {
+    char out_path[] = "/tmp/eli_test_vision_XXXXXX";
+    const int fd = mkstemp(out_path);
+    CHECK(fd >= 0, "mkstemp");
+    if (fd < 0) return;
+    close(fd);
+    const char *proj = eli_shared_path(GOLDEN_MMPROJ), *img = eli_shared_path("golden/mm/inputs/img1_gradient_200x150.png");
+    char args[1536], out[1024];
+    snprintf(args, sizeof args, "embed-image --mmproj '%s' --image '%s' -t 2 -o '%s'", proj, img, out_path);
+    CHECK(run_cli(args, out, sizeof out) == 0 && !strcmp(out, "48 384x288\n"), "embed-image printed '%s'", out);
+    size_t n;
+    float *got = (float *)read_all(out_path, &n);
+    eli_error err = {0};
+    eli_mmproj *p = eli_mmproj_open(proj, &err);
+    eli_vision *v = p ? eli_vision_load(p, &err) : NULL;
+    eli_image im;
+    eli_vision_embd e = {0};
+    if (v && !eli_image_load(img, &im, &err)) {
+        CHECK(eli_vision_encode(v, NULL, &im, &e, &err) == ELI_OK, "%s", err.msg);
+        eli_image_free(&im);
+    }
+    CHECK(got && e.embd && n == (size_t)e.n_tokens * e.n_embd * sizeof(float) && !memcmp(got, e.embd, n),
+          "embed-image wrote %zu bytes, the library's embeddings are %zu", got ? n : 0,
+          (size_t)e.n_tokens * e.n_embd * sizeof(float));
+    free(got);
+    eli_vision_embd_free(&e);
+    eli_vision_free(v);
+    eli_mmproj_free(p);
+    snprintf(args, sizeof args, "bench-image --mmproj '%s' --image '%s' --reps 2", proj, img);
+    CHECK(run_cli(args, out, sizeof out) == 0 && strstr(out, "48 tokens") && strstr(out, "encode ms median"), "bench-image: '%s'",
+          out);
+    unlink(out_path);
+    snprintf(args, sizeof args, "embed-image --mmproj '%s' --image '%s' -o '%s'", proj, DATA "preproc.txt", out_path);
+    CHECK(run_cli(args, out, sizeof out) == 1 && access(out_path, F_OK) != 0, "a text file as image: exit 1, no output");
+    snprintf(args, sizeof args, "embed-image --mmproj '%s' --image '%s'", proj, img);
+    CHECK(run_cli(args, out, sizeof out) == 2, "embed-image without -o: usage");
+}
+
 int main(void) {
     if (!eli_vision_available()) {
         eli_image img;
@@ -458,5 +513,6 @@ int main(void) {
     test_embeddings();
     test_threads();
     test_hostile_projectors();
+    test_cli();
     TEST_MAIN_END();
 }
