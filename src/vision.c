@@ -324,19 +324,24 @@ static int attention(encoder *en) {
     return ELI_OK;
 }
 
-static int layer(encoder *en, const vision_layer *l, eli_error *err) {
-    const eli_vision *v = en->v;
-    const eli_mm_hparams *hp = &v->hp;
-    const int P = en->P, E = hp->n_embd, D = hp->head_dim, QD = hp->n_head * D, KD = hp->n_head_kv * D, F = hp->n_ff;
+/* The per-token steps between a layer's matmuls, split over the pool by tokens (each token's result is the
+ * same whichever thread computes it). */
+typedef enum { STEP_LN1, STEP_QKV, STEP_ATTN_OUT, STEP_ACT, STEP_FFN_OUT } token_step;
+
+typedef struct {
+    const encoder *en;
+    const vision_layer *l;
+    token_step step;
+} tokens_job;
+
+static void token(const encoder *en, const vision_layer *l, token_step step, int t) {
+    const eli_mm_hparams *hp = &en->v->hp;
+    const int E = hp->n_embd, D = hp->head_dim, QD = hp->n_head * D, KD = hp->n_head_kv * D;
     const float eps = hp->eps;
-    int rc;
-    for (int t = 0; t < P; t++) norm(en->cur + (size_t)t * E, en->h + (size_t)t * E, l->ln1, l->ln1_b, E, eps);
-    /* q, k, v in llama.cpp's order: each input clamp acts in place on cur, so k sees q's too */
-    if ((rc = eli_mm_linear_apply(en->pool, &l->q, en->cur, P, en->q, &en->scratch, err)) ||
-        (rc = eli_mm_linear_apply(en->pool, &l->k, en->cur, P, en->kk, &en->scratch, err)) ||
-        (rc = eli_mm_linear_apply(en->pool, &l->v, en->cur, P, en->vv, &en->scratch, err)))
-        return rc;
-    for (int t = 0; t < P; t++) {
+    float *h = en->h + (size_t)t * E, *o = en->o + (size_t)t * E;
+    switch (step) {
+    case STEP_LN1: norm(en->cur + (size_t)t * E, h, l->ln1, l->ln1_b, E, eps); break;
+    case STEP_QKV: {
         float *q = en->q + (size_t)t * QD, *k = en->kk + (size_t)t * KD, *vr = en->vv + (size_t)t * KD;
         const int qn = l->qk_norm_per_head ? hp->n_head : 1, kn = l->qk_norm_per_head ? hp->n_head_kv : 1;
         for (int hd = 0; l->q_norm && hd < qn; hd++) norm(q + hd * QD / qn, q + hd * QD / qn, l->q_norm, NULL, QD / qn, eps);
@@ -348,40 +353,71 @@ static int layer(encoder *en, const vision_layer *l, eli_error *err) {
         eli_rope_neox(k, hp->n_head_kv, D, D / 2, px, 100.0f, NULL);
         eli_rope_neox(k + D / 2, hp->n_head_kv, D, D / 2, py, 100.0f, NULL);
         for (int hd = 0; hd < hp->n_head_kv; hd++) eli_rms_norm(vr + hd * D, vr + hd * D, NULL, D, eps);
+        break;
     }
-    if ((rc = attention(en))) return eli_fail(err, rc, "out of memory in the vision attention");
-    if ((rc = eli_mm_linear_apply(en->pool, &l->o, en->attn, P, en->o, &en->scratch, err))) return rc;
-    for (int t = 0; t < P; t++) {
-        float *o = en->o + (size_t)t * E, *h = en->h + (size_t)t * E;
+    case STEP_ATTN_OUT:
         if (l->ls1) mul(o, l->ls1, E);
         if (l->attn_post_norm) norm(o, o, l->attn_post_norm, NULL, E, eps);
         for (int i = 0; i < E; i++) h[i] += o[i];
         norm(en->cur + (size_t)t * E, h, l->ln2, l->ln2_b, E, eps);
-    }
-    /* the FFN: gate before up (llama.cpp's execution order of their in-place input clamps) */
-    if (l->gate.w.data && (rc = eli_mm_linear_apply(en->pool, &l->gate, en->cur, P, en->gate, &en->scratch, err))) return rc;
-    if ((rc = eli_mm_linear_apply(en->pool, &l->up, en->cur, P, en->up, &en->scratch, err))) return rc;
-    float *act = l->gate.w.data ? en->gate : en->up;
-    const int64_t n = (int64_t)P * F;
-    if (!l->gate.w.data) /* act(up) alone: the product with ones */
-        for (int64_t i = 0; i < n; i++) en->gate[i] = 1.0f;
-    const float *other = l->gate.w.data ? en->up : en->gate;
-    switch (v->act) {
-    case ACT_GELU: eli_geglu(en->k, n, act, other); break;
-    case ACT_GELU_QUICK: eli_geglu_quick(en->k, n, act, other); break;
-    case ACT_SILU:
-        for (int64_t i = 0; i < n; i++) act[i] = act[i] / (1.0f + expf(-act[i])) * other[i];
+        break;
+    case STEP_ACT: {
+        /* act(gate) * up; without a gate act(up) alone, as the product with a row of ones */
+        const int64_t F = hp->n_ff;
+        float *a = (l->gate.w.data ? en->gate : en->up) + t * F, *other = (l->gate.w.data ? en->up : en->gate) + t * F;
+        if (!l->gate.w.data)
+            for (int64_t i = 0; i < F; i++) other[i] = 1.0f;
+        switch (en->v->act) {
+        case ACT_GELU: eli_geglu(en->k, F, a, other); break;
+        case ACT_GELU_QUICK: eli_geglu_quick(en->k, F, a, other); break;
+        case ACT_SILU:
+            for (int64_t i = 0; i < F; i++) a[i] = a[i] / (1.0f + expf(-a[i])) * other[i];
+            break;
+        }
         break;
     }
-    if ((rc = eli_mm_linear_apply(en->pool, &l->down, act, P, en->o, &en->scratch, err))) return rc;
-    for (int t = 0; t < P; t++) {
-        float *o = en->o + (size_t)t * E, *h = en->h + (size_t)t * E;
+    case STEP_FFN_OUT:
         if (l->ffn_post_norm) norm(o, o, l->ffn_post_norm, NULL, E, eps);
         if (l->ls2) mul(o, l->ls2, E);
         for (int i = 0; i < E; i++) h[i] += o[i];
         if (l->out_scale)
             for (int i = 0; i < E; i++) h[i] *= l->out_scale[l->out_scale_n == 1 ? 0 : i];
+        break;
     }
+}
+
+static void tokens_task(void *ctx, int ith, int nth) {
+    const tokens_job *j = ctx;
+    int64_t b, e;
+    eli_split(j->en->P, ith, nth, &b, &e);
+    for (int64_t t = b; t < e; t++) token(j->en, j->l, j->step, (int)t);
+}
+
+static void tokens(encoder *en, const vision_layer *l, token_step step) {
+    tokens_job j = {en, l, step};
+    eli_pool_run(eli_pool_for(en->pool, (int64_t)en->P * en->v->hp.n_embd * 8), tokens_task, &j);
+}
+
+static int layer(encoder *en, const vision_layer *l, eli_error *err) {
+    const int P = en->P;
+    int rc;
+    tokens(en, l, STEP_LN1);
+    /* q, k, v in llama.cpp's order: each input clamp acts in place on cur, so k sees q's too */
+    if ((rc = eli_mm_linear_apply(en->pool, &l->q, en->cur, P, en->q, &en->scratch, err)) ||
+        (rc = eli_mm_linear_apply(en->pool, &l->k, en->cur, P, en->kk, &en->scratch, err)) ||
+        (rc = eli_mm_linear_apply(en->pool, &l->v, en->cur, P, en->vv, &en->scratch, err)))
+        return rc;
+    tokens(en, l, STEP_QKV);
+    if ((rc = attention(en))) return eli_fail(err, rc, "out of memory in the vision attention");
+    if ((rc = eli_mm_linear_apply(en->pool, &l->o, en->attn, P, en->o, &en->scratch, err))) return rc;
+    tokens(en, l, STEP_ATTN_OUT);
+    /* the FFN: gate before up (llama.cpp's execution order of their in-place input clamps) */
+    if (l->gate.w.data && (rc = eli_mm_linear_apply(en->pool, &l->gate, en->cur, P, en->gate, &en->scratch, err))) return rc;
+    if ((rc = eli_mm_linear_apply(en->pool, &l->up, en->cur, P, en->up, &en->scratch, err))) return rc;
+    tokens(en, l, STEP_ACT);
+    if ((rc = eli_mm_linear_apply(en->pool, &l->down, l->gate.w.data ? en->gate : en->up, P, en->o, &en->scratch, err)))
+        return rc;
+    tokens(en, l, STEP_FFN_OUT);
     return ELI_OK;
 }
 

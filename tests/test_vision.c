@@ -4,7 +4,7 @@
  *    huge dimensions, other formats) that must fail with a message;
  *  - preprocessing: the resized image byte-identical to mtmd's (hashes in tests/data/mm/preproc.txt);
  *  - embeddings: the golden projector (../shared/golden/mm) and our random projectors (tests/data/mm:
- *    F16 + GELU + shared clamps, Q8_0 + pooling 2 + std + out scale, F32 + GQA + patch 8), n_tokens and
+ *    F16 + GELU + shared clamps, Q8_0 + pooling 2 + std + out scale, F32 + GQA + patch 8, SiLU, no gate), n_tokens and
  *    the preprocessed size exact, values within the bounds of issue 18 or tighter;
  *  - hostile projectors for the vision binder. */
 #include <math.h>
@@ -329,6 +329,8 @@ static void test_embeddings(void) {
         {"mmproj-c-q8_0.gguf", "img1_gradient_200x150", "c-q8_0__img1_gradient_200x150.embd.f32", 0, 48, 256, 192, 2e-3, 2e-2},
         {"mmproj-d-gqa.gguf", "img1_gradient_200x150", "d-gqa__img1_gradient_200x150.embd.f32", 0, 48, 192, 144, 1e-4, 1e-3},
         {"mmproj-d-gqa.gguf", "img2_checker_512x512", "d-gqa__img2_checker_512x512.embd.f32", 0, 256, 384, 384, 1e-4, 1e-3},
+        {"mmproj-e-silu.gguf", "img1_gradient_200x150", "e-silu__img1_gradient_200x150.embd.f32", 0, 48, 384, 288, 1e-4, 1e-3},
+        {"mmproj-f-nogate.gguf", "img1_gradient_200x150", "f-nogate__img1_gradient_200x150.embd.f32", 0, 48, 384, 288, 1e-3, 5e-3},
     };
     eli_pool *pool = eli_pool_create(2);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_embd(&cases[i], i % 2 ? pool : NULL);

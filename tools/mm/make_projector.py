@@ -3,7 +3,7 @@
 benchmarks. The GGUF is written by hand (numpy only): v3, alignment 32, F32 / F16 / Q8_0 tensors.
 
   make_projector.py --out FILE [--embd 96] [--heads 3] [--heads-kv N] [--ffn 192] [--layers 2] [--patch 16]
-                    [--merge 3] [--proj 256] [--pos 128] [--type f32|f16|q8_0] [--gelu true|false|absent]
+                    [--merge 3] [--proj 256] [--pos 128] [--type f32|f16|q8_0] [--gelu true|false|absent] [--silu] [--no-gate]
                     [--mean 0.5 --std 0.5] [--clamps shared|outputs|none] [--std-bias] [--out-scale]
                     [--qk-norm 1.0] [--seed 0]
 
@@ -67,6 +67,8 @@ def main():
     ap.add_argument("--pos", type=int, default=128)
     ap.add_argument("--type", default="f32", choices=["f32", "f16", "q8_0"])
     ap.add_argument("--gelu", default="absent", choices=["true", "false", "absent"])
+    ap.add_argument("--silu", action="store_true", help="clip.use_silu true (SiLU instead of GELU)")
+    ap.add_argument("--no-gate", action="store_true", help="no ffn_gate: the FFN is down(act(up))")
     ap.add_argument("--mean", type=float, default=0.0)
     ap.add_argument("--std", type=float, default=1.0)
     ap.add_argument("--clamps", default="none", choices=["shared", "outputs", "none"])
@@ -96,6 +98,8 @@ def main():
         kvs.append(("clip.vision.projector.scale_factor", a.merge))
     if a.gelu != "absent":
         kvs.append(("clip.use_gelu", a.gelu == "true"))
+    if a.silu:
+        kvs.append(("clip.use_silu", True))
 
     tensors = []  # (name, ggml type, ne list, bytes)
 
@@ -129,7 +133,8 @@ def main():
         mat(p + "attn_out.weight", H * D, E)
         norm_w(p + "attn_post_norm.weight", E)
         norm_w(p + "ln2.weight", E)
-        mat(p + "ffn_gate.weight", E, F)
+        if not a.no_gate:
+            mat(p + "ffn_gate.weight", E, F)
         mat(p + "ffn_up.weight", E, F)
         mat(p + "ffn_down.weight", F, E)
         norm_w(p + "ffn_post_norm.weight", E)
