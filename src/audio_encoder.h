@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "error.h"
-#include "gguf.h"
+#include "mmproj.h"
 #include "threadpool.h"
 
 #define ELI_AUDIO_BEGIN "<|audio>"
@@ -33,9 +33,10 @@
 
 typedef struct eli_audio_encoder eli_audio_encoder;
 
-/* Binds the gemma4a tower of an open projector file (clip.audio.projector_type = "gemma4a"), which
- * must outlive the encoder. NULL + err when the file has no such tower or it is malformed. */
-eli_audio_encoder *eli_audio_encoder_create(const gguf_file *f, eli_error *err);
+/* Binds the gemma4a tower of an open projector (its audio projector type "gemma4a"), which must outlive
+ * the encoder (the weights stay in its file, small tensors in its owned copies). NULL + err when the file
+ * has no such tower or it is malformed. An encoder may run from several threads at once. */
+eli_audio_encoder *eli_audio_encoder_create(eli_mmproj *p, eli_error *err);
 void eli_audio_encoder_free(eli_audio_encoder *e);
 
 /* The width of the embeddings (mm.a.input_projection's output: the text model's n_embd). */
