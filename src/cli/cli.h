@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "audio_encoder.h"
 #include "engine.h"
 
 int cli_info(int argc, char **argv);
@@ -20,6 +21,8 @@ int cli_bench_tokenizer(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_bench_chat(int argc, char **argv);
 int cli_synth(int argc, char **argv);
+int cli_embed_audio(int argc, char **argv);
+int cli_bench_audio(int argc, char **argv);
 
 /* Prints "eliza-infer: <msg>" to stderr and returns 1. */
 int cli_die(const char *fmt, ...)
@@ -76,6 +79,21 @@ int cli_turn_answer(eli_gen *g, FILE *echo, const atomic_int *cancel, char **ans
 
 /* Path of the embedded default model (malloc'ed), or NULL when it is not installed. */
 char *cli_default_model(void);
+
+/* Audio input for embed-audio / bench-audio (cli_embed_audio.c): the projector, its audio tower, the WAV
+ * decoded to 16 kHz mono, and a thread pool. */
+typedef struct cli_audio {
+    struct eli_mmproj *proj;
+    struct eli_audio_encoder *enc;
+    float *pcm;
+    int64_t n; /* samples at 16 kHz */
+    struct eli_pool *pool;
+} cli_audio;
+/* Opens everything (threads <= 0: one per CPU); prints why and returns 1 on failure. */
+int cli_audio_open(const char *mmproj, const char *wav, int threads, cli_audio *a);
+void cli_audio_close(cli_audio *a);
+/* Consumes --mmproj FILE, --audio WAV, -t N at argv[*i]: 1 consumed, 0 not one of them, -1 bad value. */
+int cli_audio_option(int argc, char **argv, int *i, const char **mmproj, const char **wav, int *threads);
 
 /* "f32" / "f16" to a KV cache type; prints an error and returns -1 otherwise. */
 int cli_parse_kv_type(const char *s, uint32_t *out);
