@@ -26,7 +26,7 @@ typedef struct {
     half_ffn ffn, ffn1;
     const float *attn_norm, *attn_post_norm, *q_scale, *k_scale; /* all but attn_norm optional */
     eli_mm_linear q, k, v, o;
-    eli_weight k_rel; /* data NULL: no relative-position logits */
+    eli_weight k_rel;
     const float *conv_norm, *conv_post_norm; /* before pw1; after the depthwise conv (optional) */
     eli_mm_linear pw1, pw2;
     const float *dw, *dw_b; /* dw [n_conv][K]; dw_b optional */
@@ -129,7 +129,8 @@ static int bind_block(binder *b, int il) {
     if ((rc = linear_of(b, &l->q, NAME("attn_q"), 0, D, D)) || (rc = linear_of(b, &l->k, NAME("attn_k"), 0, D, D)) ||
         (rc = linear_of(b, &l->v, NAME("attn_v"), 0, D, D)) || (rc = linear_of(b, &l->o, NAME("attn_out"), 1, D, D)))
         return rc;
-    if ((rc = eli_mmproj_matrix(b->p, &l->k_rel, NAME("attn_k_rel.weight"), 0, D, D, b->err))) return rc;
+    /* optional in llama.cpp's loader, but its encoder aborts without it (an unused graph input) */
+    if ((rc = eli_mmproj_matrix(b->p, &l->k_rel, NAME("attn_k_rel.weight"), 1, D, D, b->err))) return rc;
     /* the GGUF's conv_norm is the norm before pw1 and norm_conv the one after the depthwise convolution
      * (llama.cpp's loader swaps the names back) */
     if ((rc = floats(b, &l->conv_norm, NAME("conv_norm.weight"), 1, D, 1, 1))) return rc;
@@ -304,12 +305,10 @@ static void attn_task(void *ctx, int ith, int nth) {
             float mx = -INFINITY;
             for (int64_t j2 = 0; j2 < nk; j2++) { /* key t - j2 at distance j2 */
                 const float *kr = a->k + (t - j2) * D + h * d;
+                const float *pr = a->rel + j2 * D + h * d;
                 float ac = 0.0f, bd = 0.0f;
                 for (int64_t i = 0; i < d; i++) ac += q[i] * kr[i];
-                if (a->rel) {
-                    const float *pr = a->rel + j2 * D + h * d;
-                    for (int64_t i = 0; i < d; i++) bd += q[i] * pr[i];
-                }
+                for (int64_t i = 0; i < d; i++) bd += q[i] * pr[i];
                 s[j2] = tanhf((ac + bd) * (1.0f / SOFTCAP)) * SOFTCAP;
                 mx = s[j2] > mx ? s[j2] : mx;
             }
@@ -344,13 +343,8 @@ static int run_attention(runner *r, const eli_audio_encoder *e, const audio_bloc
         if (l->k_scale) a->k[i] *= l->k_scale[i % d];
     }
     /* the relative-position logits' keys: attn_k_rel times the sinusoids, [N_REL][D] */
-    acts ar = *a;
-    ar.rel = NULL;
-    if (l->k_rel.data) {
-        if ((rc = matmul(r, &l->k_rel, e->pos_emb, N_REL, a->rel))) return rc;
-        ar.rel = a->rel;
-    }
-    attn_job j = {e, &ar};
+    if ((rc = matmul(r, &l->k_rel, e->pos_emb, N_REL, a->rel))) return rc;
+    attn_job j = {e, a};
     eli_pool_run(eli_pool_for(r->pool, T * D * ATT_WINDOW * 3), attn_task, &j);
     if ((rc = linear(r, &l->o, a->att, T, a->h))) return rc;
     if (l->attn_post_norm) rms_rows(a->h, a->h, l->attn_post_norm, T, D);
