@@ -158,4 +158,14 @@ static inline uint8_t *rewrite(const gguf_file *src, const edit *e, size_t *size
     return buf;
 }
 
+/* src with the edits fn makes applied (rewrite). */
+static inline uint8_t *rewrite_with(const gguf_file *src, void (*fn)(edit *), size_t *size) {
+    edit e;
+    memset(&e, 0, sizeof e);
+    fn(&e);
+    uint8_t *buf = rewrite(src, &e, size);
+    edit_free(&e);
+    return buf;
+}
+
 #endif

@@ -6,6 +6,7 @@
  * projectors must fail with a message naming the problem. */
 #include <float.h>
 #include <math.h>
+#include <unistd.h>
 
 #include "audio_encoder.h"
 #include "audio_mel.h"
@@ -466,7 +467,6 @@ static void test_frames(void) {
 
 /* ---- hostile projectors: edits of the golden file ---- */
 
-typedef void (*edit_fn)(edit *e);
 static void p_type(edit *e) { set_str(e, "clip.audio.projector_type", "whisper"); }
 static void p_no_audio(edit *e) { gw_u8(set_key(e, "clip.has_audio_encoder", GGUF_VT_BOOL), 0); }
 static void p_mel0(edit *e) { set_u32(e, "clip.audio.num_mel_bins", 0); }
@@ -494,7 +494,7 @@ static void p_blocks(edit *e) { set_u32(e, "clip.audio.block_count", 3); }
 
 static void test_hostile_projectors(void) {
     static const struct {
-        edit_fn fn;
+        void (*fn)(edit *e);
         const char *want;
     } cases[] = {
         {p_type, "audio projector type 'whisper'"},
@@ -527,12 +527,8 @@ static void test_hostile_projectors(void) {
     CHECK(src != NULL, "%s", err.msg);
     if (!src) return;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        edit ed;
-        memset(&ed, 0, sizeof ed);
-        cases[i].fn(&ed);
         size_t n;
-        uint8_t *buf = rewrite(src, &ed, &n);
-        edit_free(&ed);
+        uint8_t *buf = rewrite_with(src, cases[i].fn, &n);
         eli_error_clear(&err);
         gguf_file *f = gguf_open_memory(buf, n, &err);
         eli_mmproj *p = f ? eli_mmproj_from_gguf(f, &err) : NULL;
@@ -546,6 +542,32 @@ static void test_hostile_projectors(void) {
     gguf_close(src);
 }
 
+/* eliza-infer embed-audio: the printed counts and the file it writes. */
+static void test_cli(void) {
+    char out[256], cmd[2048], line[256];
+    snprintf(out, sizeof out, "/tmp/eli_test_audio_%ld.f32", (long)getpid());
+    snprintf(cmd, sizeof cmd, "%s embed-audio --mmproj %s --audio %s -t 2 -o %s 2>&1", ELI_CLI, eli_shared_path(GOLDEN_PROJ),
+             eli_shared_path(MM "inputs/aud1_chirp_1p5s_16k_mono.wav"), out);
+    FILE *pp = popen(cmd, "r");
+    long long n_tok = -1, n_frames = -1;
+    while (pp && fgets(line, sizeof line, pp)) {
+        sscanf(line, "n_tokens %lld", &n_tok);
+        sscanf(line, "n_mel_frames %lld", &n_frames);
+    }
+    CHECK(pp && pclose(pp) == 0 && n_tok == 38 && n_frames == 149, "embed-audio: %lld tokens, %lld frames", n_tok, n_frames);
+    int64_t n, n_ref;
+    float *emb = read_f32(out, &n), *ref = read_f32(eli_shared_path(MM "ref/a__aud1_chirp_1p5s_16k_mono.embd.f32"), &n_ref);
+    CHECK(emb && ref && n == n_ref && rel_rms(emb, ref, n, NULL) <= 2e-3, "embed-audio output");
+    free(emb), free(ref);
+    remove(out);
+    snprintf(cmd, sizeof cmd, "%s embed-audio --mmproj %s --audio /nonexistent.wav -o %s 2>&1", ELI_CLI, eli_shared_path(GOLDEN_PROJ),
+             out);
+    pp = popen(cmd, "r");
+    int said = 0;
+    while (pp && fgets(line, sizeof line, pp)) said |= strstr(line, "/nonexistent.wav") != NULL;
+    CHECK(pp && pclose(pp) != 0 && said, "embed-audio on a missing file");
+}
+
 int main(void) {
     test_wav_formats();
     test_wav_hostile();
@@ -556,5 +578,6 @@ int main(void) {
     test_hostile_projectors();
     test_variants();
     test_long();
+    test_cli();
     TEST_MAIN_END();
 }
