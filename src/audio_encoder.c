@@ -510,6 +510,12 @@ done:
     return rc;
 }
 
+int64_t eli_audio_mel(const eli_audio_encoder *e, eli_pool *pool, const float *pcm, int64_t n, float *out) {
+    if (n > ELI_MEL_CHUNK_SAMPLES) n = ELI_MEL_CHUNK_SAMPLES;
+    eli_mel_chunk(&e->mel, pool, pcm, n, out);
+    return eli_mel_frames(n);
+}
+
 int eli_audio_embed(eli_audio_encoder *e, eli_pool *pool, const float *pcm, int64_t n, float **out, int64_t *n_tokens,
                     int64_t *n_frames, eli_error *err) {
     *out = NULL;
@@ -532,7 +538,7 @@ int eli_audio_embed(eli_audio_encoder *e, eli_pool *pool, const float *pcm, int6
     for (int64_t off = 0; off < n; off += ELI_MEL_CHUNK_SAMPLES) {
         const int64_t len = n - off < ELI_MEL_CHUNK_SAMPLES ? n - off : ELI_MEL_CHUNK_SAMPLES, T = eli_mel_frames(len);
         if (T == 0) continue;
-        eli_mel_chunk(&e->mel, pool, pcm + off, len, mel);
+        eli_audio_mel(e, pool, pcm + off, len, mel);
         int rc = eli_audio_encode_mel(e, pool, mel, T, emb + done * e->n_embd, err);
         if (rc) {
             free(emb), free(mel);
