@@ -289,6 +289,13 @@ static void rms_rows(float *y, const float *x, const float *w, int64_t T, int64_
 
 static float silu(float x) { return x / (1.0f + expf(-x)); }
 
+/* The next n floats of a buffer carved in order. */
+static float *take(float **next, int64_t n) {
+    float *p = *next;
+    *next += n;
+    return p;
+}
+
 /* The activations of one chunk, each [T][width]. */
 typedef struct {
     int64_t T;
@@ -456,7 +463,7 @@ static int run_conv(runner *r, const eli_audio_encoder *e, int i, const float *i
     return ELI_OK;
 }
 
-int eli_audio_encode_mel(eli_audio_encoder *e, eli_pool *pool, const float *mel, int64_t T, float *out, eli_error *err) {
+int eli_audio_encode_mel(const eli_audio_encoder *e, eli_pool *pool, const float *mel, int64_t T, float *out, eli_error *err) {
     if (T < 1) return eli_fail(err, ELI_ERR_INVALID_ARG, "no mel frames to encode");
     if (T > ELI_MEL_CHUNK_SAMPLES / ELI_MEL_HOP + 1)
         return eli_fail(err, ELI_ERR_INVALID_ARG, "%lld mel frames is more than one 30-second chunk", (long long)T);
@@ -468,21 +475,16 @@ int eli_audio_encode_mel(eli_audio_encoder *e, eli_pool *pool, const float *mel,
     if (e->pre_out.w.data && e->pre_out.w.rows > wide) wide = e->pre_out.w.rows;
     if (wide < D) wide = D;
     const int64_t n_cols = CONV_TILE_PIXELS * 9 * (int64_t)(e->C[0] > 1 ? e->C[0] : 1);
+    const int64_t att_w = D > e->n_conv ? D : e->n_conv; /* the attention output, then the GLU's */
     /* one allocation: the subsampling buffers, then the block activations */
-    const int64_t sizes[] = {n0, n1, n_cols, T2 * D, T2 * wide, T2 * D, T2 * D, T2 * D, T2 * D, T2 * (D > e->n_conv ? D : e->n_conv), N_REL * D};
-    int64_t total = 0;
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += sizes[i];
-    float *mem = malloc((size_t)total * sizeof *mem);
+    const int64_t total = n0 + n1 + n_cols + T2 * (5 * D + wide + att_w) + N_REL * D;
+    float *mem = malloc((size_t)total * sizeof *mem), *next = mem;
     if (!mem) return eli_fail(err, ELI_ERR_OOM, "out of memory for the audio encoder's activations (%lld floats)", (long long)total);
-    float *s0 = mem, *s1 = s0 + n0, *cols = s1 + n1;
-    acts a = {T2, cols + n_cols, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-    a.big = a.x + T2 * D;
-    a.h = a.big + T2 * wide;
-    a.q = a.h + T2 * D;
-    a.k = a.q + T2 * D;
-    a.v = a.k + T2 * D;
-    a.att = a.v + T2 * D;
-    a.rel = a.att + sizes[9];
+    float *s0 = take(&next, n0), *s1 = take(&next, n1), *cols = take(&next, n_cols);
+    acts a;
+    a.T = T2;
+    a.x = take(&next, T2 * D), a.h = take(&next, T2 * D), a.q = take(&next, T2 * D), a.k = take(&next, T2 * D);
+    a.v = take(&next, T2 * D), a.big = take(&next, T2 * wide), a.att = take(&next, T2 * att_w), a.rel = take(&next, N_REL * D);
     runner r = {pool, {0}, err};
     int rc;
     if ((rc = run_conv(&r, e, 0, mel, T, e->n_mel, s0, cols)) || (rc = run_conv(&r, e, 1, s0, T1, e->F[0], s1, cols)) ||
@@ -516,7 +518,7 @@ int64_t eli_audio_mel(const eli_audio_encoder *e, eli_pool *pool, const float *p
     return eli_mel_frames(n);
 }
 
-int eli_audio_embed(eli_audio_encoder *e, eli_pool *pool, const float *pcm, int64_t n, float **out, int64_t *n_tokens,
+int eli_audio_embed(const eli_audio_encoder *e, eli_pool *pool, const float *pcm, int64_t n, float **out, int64_t *n_tokens,
                     int64_t *n_frames, eli_error *err) {
     *out = NULL;
     *n_tokens = 0;

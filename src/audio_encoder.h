@@ -55,12 +55,12 @@ int64_t eli_audio_chunk_tokens(int64_t n_frames);
 int64_t eli_audio_mel(const eli_audio_encoder *e, eli_pool *pool, const float *pcm, int64_t n, float *out);
 
 /* Encodes one chunk's log-mel mel[T][n_mel] (T >= 1) into out[eli_audio_chunk_tokens(T)][n_embd]. */
-int eli_audio_encode_mel(eli_audio_encoder *e, eli_pool *pool, const float *mel, int64_t T, float *out, eli_error *err);
+int eli_audio_encode_mel(const eli_audio_encoder *e, eli_pool *pool, const float *mel, int64_t T, float *out, eli_error *err);
 
 /* The whole path from 16 kHz mono PCM: 30-second chunks, log-mel, encoder. *out (malloc'ed) receives
  * [*n_tokens][n_embd]; *n_frames (may be NULL) the mel frames of all chunks. A trailing chunk too short
  * for a frame (one sample) adds nothing; audio with no frame at all is an error. */
-int eli_audio_embed(eli_audio_encoder *e, eli_pool *pool, const float *pcm, int64_t n, float **out, int64_t *n_tokens,
+int eli_audio_embed(const eli_audio_encoder *e, eli_pool *pool, const float *pcm, int64_t n, float **out, int64_t *n_tokens,
                     int64_t *n_frames, eli_error *err);
 
 #endif
