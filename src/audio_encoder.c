@@ -8,7 +8,6 @@
 
 #include "audio_mel.h"
 #include "ops.h"
-#include "pack.h"
 #include "quants.h"
 
 #define NORM_EPS 1e-6f   /* every norm of the tower; llama.cpp ignores the file's value for gemma4a */
@@ -47,8 +46,6 @@ struct eli_audio_encoder {
     audio_block *blk;
     float *pos_emb; /* [N_REL][D]: the sinusoid of relative position r in row r */
     eli_mel_frontend mel;
-    void *packed_map; /* the matrices moved out of the file mapping (eli_pack_matrices) */
-    size_t packed_len;
 };
 
 /* ---- binding ---- */
@@ -214,25 +211,6 @@ static int bind_all(binder *b) {
     return eli_mel_init(&e->mel, e->n_mel, b->err);
 }
 
-/* The matrices out of the file mapping, in the packed layouts where the kernels have them (pack.h): the
- * packed F16 kernels took 30% less time than the row-major ones on the real tower's size (bench-audio). */
-static int move_matrices(eli_audio_encoder *e, const gguf_file *f, eli_error *err) {
-    const int per_block = 11, n_max = 3 + per_block * e->n_layer;
-    eli_weight **ws = malloc((size_t)n_max * sizeof *ws);
-    if (!ws) return eli_fail(err, ELI_ERR_OOM, "out of memory");
-    int n = 0;
-    ws[n++] = &e->in_proj.w, ws[n++] = &e->pre_out.w, ws[n++] = &e->mm_proj.w;
-    for (int il = 0; il < e->n_layer; il++) {
-        audio_block *l = &e->blk[il];
-        eli_weight *bw[11] = {&l->ffn.up.w, &l->ffn.down.w, &l->ffn1.up.w, &l->ffn1.down.w, &l->q.w, &l->k.w,
-                              &l->v.w,      &l->o.w,        &l->k_rel,     &l->pw1.w,      &l->pw2.w};
-        for (int i = 0; i < per_block; i++) ws[n++] = bw[i];
-    }
-    const int rc = eli_pack_matrices(ws, n, f, &e->packed_map, &e->packed_len, err);
-    free(ws);
-    return rc;
-}
-
 eli_audio_encoder *eli_audio_encoder_create(eli_mmproj *p, eli_error *err) {
     eli_audio_encoder *e = calloc(1, sizeof *e);
     if (!e) {
@@ -240,7 +218,7 @@ eli_audio_encoder *eli_audio_encoder_create(eli_mmproj *p, eli_error *err) {
         return NULL;
     }
     binder b = {e, p, err};
-    if (bind_all(&b) || move_matrices(e, p->file, err)) {
+    if (bind_all(&b)) {
         eli_audio_encoder_free(e);
         return NULL;
     }
@@ -254,7 +232,6 @@ void eli_audio_encoder_free(eli_audio_encoder *e) {
     free(e->blk);
     free(e->pos_emb);
     eli_mel_free(&e->mel);
-    eli_pack_release(e->packed_map, e->packed_len);
     free(e);
 }
 

@@ -34,10 +34,9 @@
 typedef struct eli_audio_encoder eli_audio_encoder;
 
 /* Binds the gemma4a tower of an open projector (its audio projector type "gemma4a"), which must outlive
- * the encoder (small tensors stay in its owned copies), and moves the matrices out of the file mapping into
- * anonymous memory, packed for the kernels (pack.h, eli_pack_matrices; ELIZA_LLM_REPACK=0 keeps the
- * mapping). NULL + err when the file has no such tower or it is malformed. An encoder may run from several
- * threads at once. */
+ * the encoder (the weights stay in its file and its owned copies: small tensors as f32, matrices in the
+ * packed layout where the kernels have one, eli_mmproj_pack). NULL + err when the file has no such tower or
+ * it is malformed. An encoder may run from several threads at once. */
 eli_audio_encoder *eli_audio_encoder_create(eli_mmproj *p, eli_error *err);
 void eli_audio_encoder_free(eli_audio_encoder *e);
 

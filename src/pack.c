@@ -270,28 +270,27 @@ static void *pack_task(void *arg) {
     return NULL;
 }
 
-int eli_pack_matrices(eli_weight *const *all, int n_all, const gguf_file *file, void **map_out, size_t *len_out,
-                      eli_error *err) {
-    *map_out = NULL;
-    *len_out = 0;
+int eli_model_pack(eli_model *m, eli_error *err) {
     const char *env = getenv("ELIZA_LLM_REPACK");
     if (env && strcmp(env, "0") && strcmp(env, "1"))
         return eli_fail(err, ELI_ERR_INVALID_ARG, "ELIZA_LLM_REPACK='%s': expected 0 (weights stay in the file mapping) or 1",
                         env);
     if (env && !strcmp(env, "0")) return ELI_OK;
     const eli_kernels *k = eli_kernels_best();
-    eli_weight **ws = malloc((size_t)(n_all > 0 ? n_all : 1) * sizeof *ws);
-    uint8_t **dst = malloc((size_t)(n_all > 0 ? n_all : 1) * sizeof *dst);
+    const int n_all = model_matrices(m, NULL);
+    eli_weight **ws = malloc((size_t)n_all * sizeof *ws);
+    uint8_t **dst = malloc((size_t)n_all * sizeof *dst);
     if (!ws || !dst) {
         free(ws), free(dst);
         return eli_fail(err, ELI_ERR_OOM, "out of memory");
     }
+    model_matrices(m, ws);
     int n = 0;
     size_t total = 0;
     for (int i = 0; i < n_all; i++)
-        if (all[i]->data) {
-            ws[n++] = all[i];
-            total += padded(copy_bytes(k, all[i]));
+        if (ws[i]->data) {
+            ws[n++] = ws[i];
+            total += padded(copy_bytes(k, ws[i]));
         }
     /* Anonymous memory cannot be paged back to the file: a model larger than what the machine has free
      * stays in the mapping, where the kernel can evict and re-read it (slowly, but it runs). */
@@ -324,7 +323,7 @@ int eli_pack_matrices(eli_weight *const *all, int n_all, const gguf_file *file, 
     int started[PACK_THREADS] = {0}, i = 0;
     size_t done = 0;
     for (int t = 0; t < nth; t++) {
-        jobs[t] = (pack_job){ws, dst, i, i, k, file};
+        jobs[t] = (pack_job){ws, dst, i, i, k, m->file};
         while (i < n && (t == nth - 1 || done < total / (size_t)nth * (size_t)(t + 1))) done += padded(copy_bytes(k, ws[i++]));
         jobs[t].i1 = i;
         if (t > 0) started[t] = pthread_create(&tid[t], NULL, pack_task, &jobs[t]) == 0;
@@ -333,29 +332,15 @@ int eli_pack_matrices(eli_weight *const *all, int n_all, const gguf_file *file, 
     pack_task(&jobs[0]);
     for (int t = 1; t < nth; t++)
         if (started[t]) pthread_join(tid[t], NULL);
+    if (m->tied_output) m->output = m->token_embd;
     free(ws), free(dst);
-    *map_out = map;
-    *len_out = len;
+    m->packed_map = map;
+    m->packed_map_len = len;
     return ELI_OK;
 }
 
-void eli_pack_release(void *map, size_t len) {
-    if (map) munmap(map, len);
-}
-
-int eli_model_pack(eli_model *m, eli_error *err) {
-    const int n = model_matrices(m, NULL);
-    eli_weight **ws = malloc((size_t)n * sizeof *ws);
-    if (!ws) return eli_fail(err, ELI_ERR_OOM, "out of memory");
-    model_matrices(m, ws);
-    const int rc = eli_pack_matrices(ws, n, m->file, &m->packed_map, &m->packed_map_len, err);
-    if (m->tied_output) m->output = m->token_embd;
-    free(ws);
-    return rc;
-}
-
 void eli_model_unpack(eli_model *m) {
-    eli_pack_release(m->packed_map, m->packed_map_len);
+    if (m->packed_map) munmap(m->packed_map, m->packed_map_len);
     m->packed_map = NULL;
     m->packed_map_len = 0;
 }

@@ -87,14 +87,6 @@ void eli_pack_gemm_Q4_K_ref(int64_t n, int nr, int nt, const void *x, size_t bx,
  * memory available (/proc/meminfo MemAvailable, less 512 MiB), and when ELIZA_LLM_REPACK is "0"; unset or
  * "1" is on, other values are refused (ELI_ERR_INVALID_ARG). */
 int eli_model_pack(struct eli_model *m, eli_error *err);
-/* The same move for any matrices bound in one file (an mmproj's tower): on success *map / *len describe the
- * allocation (NULL when nothing was moved: ELIZA_LLM_REPACK=0, too little memory), freed with
- * eli_pack_release once the matrices are no longer used. */
-struct eli_weight;
-struct gguf_file;
-int eli_pack_matrices(struct eli_weight *const *ws, int n, const struct gguf_file *file, void **map, size_t *len,
-                      eli_error *err);
-void eli_pack_release(void *map, size_t len);
 /* Frees what eli_model_pack allocated. */
 void eli_model_unpack(struct eli_model *m);
 
