@@ -130,7 +130,9 @@ static int bind_block(binder *b, int il) {
         (rc = linear_of(b, &l->v, NAME("attn_v"), 0, D, D)) || (rc = linear_of(b, &l->o, NAME("attn_out"), 1, D, D)))
         return rc;
     /* optional in llama.cpp's loader, but its encoder aborts without it (an unused graph input) */
-    if ((rc = eli_mmproj_matrix(b->p, &l->k_rel, NAME("attn_k_rel.weight"), 1, D, D, b->err))) return rc;
+    if ((rc = eli_mmproj_matrix(b->p, &l->k_rel, NAME("attn_k_rel.weight"), 1, D, D, b->err)) ||
+        (rc = eli_mmproj_pack(b->p, &l->k_rel, b->err)))
+        return rc;
     /* the GGUF's conv_norm is the norm before pw1 and norm_conv the one after the depthwise convolution
      * (llama.cpp's loader swaps the names back) */
     if ((rc = floats(b, &l->conv_norm, NAME("conv_norm.weight"), 1, D, 1, 1))) return rc;

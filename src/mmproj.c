@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
+#include "pack.h"
 #include "quants.h"
 
 static const char *const TOWER_NAME[2] = {"vision", "audio"};
@@ -175,6 +177,24 @@ int eli_mmproj_matrix(const eli_mmproj *p, eli_weight *w, const char *name, int 
     return ELI_OK;
 }
 
+int eli_mmproj_pack(eli_mmproj *p, eli_weight *w, eli_error *err) {
+    const eli_kernels *k = eli_kernels_best();
+    if (!w->data || w->packed || !k->packed_gemm[w->type] || !eli_pack_supported(w->type, w->rows, w->cols)) return ELI_OK;
+    const size_t bytes = (size_t)w->rows * eli_pack_row_bytes(w->type, w->cols);
+    void *dst = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    void **grown = realloc(p->owned, (p->n_owned + 1) * sizeof *grown);
+    if (grown) p->owned = grown;
+    if (!dst || !grown) {
+        free(dst);
+        return eli_fail(err, ELI_ERR_OOM, "out of memory packing '%s'", w->name);
+    }
+    p->owned[p->n_owned++] = dst;
+    eli_pack(w->type, w->data, w->rows, w->cols, dst);
+    w->packed = dst;
+    w->packed_row_bytes = eli_pack_row_bytes(w->type, w->cols);
+    return ELI_OK;
+}
+
 /* One clamp scalar `<prefix>.<what>`: 1 element of a float type; dflt when absent. */
 static int clamp_scalar(const eli_mmproj *p, const char *prefix, const char *what, float dflt, float *out, eli_error *err) {
     char name[320];
@@ -203,7 +223,7 @@ int eli_mmproj_linear(eli_mmproj *p, eli_mm_linear *l, const char *prefix, int r
         return eli_fail(err, ELI_ERR_INVALID_ARG, "tensor name prefix '%.40s...' is too long", prefix);
     snprintf(name, sizeof name, "%s.weight", prefix);
     int rc = eli_mmproj_matrix(p, &l->w, name, required, n_in, n_out, err);
-    if (rc || !l->w.data) return rc;
+    if (rc || !l->w.data || (rc = eli_mmproj_pack(p, &l->w, err))) return rc;
     snprintf(name, sizeof name, "%s.bias", prefix);
     const int64_t ne[4] = {n_out, 1, 1, 1};
     if ((rc = eli_mmproj_f32_tensor(p, name, 0, ne, &l->bias, err))) return rc;

@@ -158,8 +158,10 @@ static inline uint8_t *rewrite(const gguf_file *src, const edit *e, size_t *size
     return buf;
 }
 
-/* src with the edits fn makes applied (rewrite). */
-static inline uint8_t *rewrite_with(const gguf_file *src, void (*fn)(edit *), size_t *size) {
+typedef void (*edit_fn)(edit *e);
+
+/* src rewritten with the edits that fn makes. */
+static inline uint8_t *rewrite_with(const gguf_file *src, edit_fn fn, size_t *size) {
     edit e;
     memset(&e, 0, sizeof e);
     fn(&e);

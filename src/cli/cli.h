@@ -21,6 +21,8 @@ int cli_bench_tokenizer(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_bench_chat(int argc, char **argv);
 int cli_synth(int argc, char **argv);
+int cli_embed_image(int argc, char **argv);
+int cli_bench_image(int argc, char **argv);
 int cli_embed_audio(int argc, char **argv);
 int cli_bench_audio(int argc, char **argv);
 
