@@ -502,6 +502,9 @@ int eli_audio_embed(const eli_audio_encoder *e, eli_pool *pool, const float *pcm
     *out = NULL;
     *n_tokens = 0;
     if (n_frames) *n_frames = 0;
+    /* PCM from a host: a NaN or an infinity would reach every embedding of its chunk */
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(pcm[i])) return eli_fail(err, ELI_ERR_INVALID_ARG, "audio sample %lld is not a finite number", (long long)i);
     int64_t toks = 0, frames = 0;
     for (int64_t off = 0; off < n; off += ELI_MEL_CHUNK_SAMPLES) {
         const int64_t T = eli_mel_frames(n - off < ELI_MEL_CHUNK_SAMPLES ? n - off : ELI_MEL_CHUNK_SAMPLES);
