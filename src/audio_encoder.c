@@ -1,3 +1,5 @@
+#include "fp_exact.h" /* the depthwise convolution's and first convolution's sums are llama.cpp's, bit for bit */
+
 #include "audio_encoder.h"
 
 #include <float.h>
@@ -414,6 +416,32 @@ static void layer_norm_relu(float *x, int64_t n, int64_t C, const float *w) {
 /* Output pixels per im2col tile of the second convolution: bounds the column buffer. */
 #define CONV_TILE_PIXELS 512
 
+typedef struct {
+    const float *cols; /* np rows of 9 */
+    const eli_fp16 *w; /* cout rows of 9 */
+    int64_t np, cout;
+    float *out;
+} conv0_job;
+
+/* The first convolution's 9-term dots, as ggml sums a dot of fewer than 16 halves: each product of the
+ * fp16-rounded operands (exact in float) added in double, rounded to float once. (The kernels' float
+ * chains round every step; the first layer's outputs go on to be rounded to fp16 again, and a last-bit
+ * difference there grows in Q8_0 towers: see audio_mel.c.) */
+static void conv0_task(void *ctx, int ith, int nth) {
+    const conv0_job *j = ctx;
+    int64_t p0, p1;
+    eli_split(j->np, ith, nth, &p0, &p1);
+    for (int64_t p = p0; p < p1; p++) {
+        float x[9];
+        for (int k = 0; k < 9; k++) x[k] = eli_fp16_to_fp32(eli_fp32_to_fp16(j->cols[p * 9 + k]));
+        for (int64_t c = 0; c < j->cout; c++) {
+            double sum = 0.0;
+            for (int k = 0; k < 9; k++) sum += (double)(x[k] * eli_fp16_to_fp32(j->w[c * 9 + k]));
+            j->out[p * j->cout + c] = (float)sum;
+        }
+    }
+}
+
 /* One subsampling convolution: in [H][W][cin] (channel fastest) -> out [halve(H)][halve(W)][cout], with
  * bias, LayerNorm and ReLU. cols is scratch for CONV_TILE_PIXELS x 9 cin floats. */
 static int run_conv(runner *r, const eli_audio_encoder *e, int i, const float *in, int64_t H, int64_t W, float *out,
@@ -432,8 +460,13 @@ static int run_conv(runner *r, const eli_audio_encoder *e, int i, const float *i
                         c[ci * 9 + kh * 3 + kw] = ih >= 0 && ih < H && iw >= 0 && iw < W ? in[(ih * W + iw) * cin + ci] : 0.0f;
                     }
         }
-        int rc = matmul(r, &e->conv[i], cols, np, out + p0 * cout);
-        if (rc) return rc;
+        if (cin == 1) {
+            conv0_job j = {cols, e->conv_f16[0], np, cout, out + p0 * cout};
+            eli_pool_run(eli_pool_for(r->pool, np * cout * 9), conv0_task, &j);
+        } else {
+            int rc = matmul(r, &e->conv[i], cols, np, out + p0 * cout);
+            if (rc) return rc;
+        }
     }
     if (e->conv_b[i])
         for (int64_t p = 0; p < n; p++)

@@ -9,7 +9,8 @@
  *   - n_mel HTK-scale triangles over 0-8000 Hz (n_mel + 2 edges equally spaced in 2595 log10(1 + f/700)),
  *     no area normalisation;
  *   - ln(max(mel, 1e-3)); no further normalisation.
- * n_mel comes from the projector (clip.audio.num_mel_bins; 128 in Gemma 4). */
+ * n_mel comes from the projector (clip.audio.num_mel_bins; 128 in Gemma 4). The float steps are llama.cpp's,
+ * so the result is bit for bit its log-mel of the same PCM (audio_mel.c says why that matters). */
 #ifndef ELI_AUDIO_MEL_H
 #define ELI_AUDIO_MEL_H
 
@@ -28,7 +29,7 @@
 typedef struct eli_mel_frontend {
     int n_mel;
     float window[ELI_MEL_FFT];                           /* Hann over the first 320, zeros after */
-    double tw_re[ELI_MEL_FFT / 2], tw_im[ELI_MEL_FFT / 2]; /* e^{-2 pi i k / 512} */
+    float tw_re[ELI_MEL_FFT / 2], tw_im[ELI_MEL_FFT / 2]; /* e^{-2 pi i k / 512} */
     float *filters;  /* [n_mel][257]: the triangles, zero outside [lo, hi) */
     int *lo, *hi;    /* each triangle's nonzero bins */
 } eli_mel_frontend;

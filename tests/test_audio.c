@@ -338,6 +338,8 @@ static void test_golden(void) {
             eli_mel_chunk(&fe, NULL, pcm_ref, n_ref, mel);
             double mx, r = rel_rms(mel, mel_ref, n_mel_ref, &mx);
             CHECK(r <= 1e-4 && mx <= 5e-3, "%s: log-mel rel RMS %g, max %g", golden_cases[c], r, mx);
+            /* and bit for bit: audio_mel.c follows llama.cpp's float steps (Q8_0 towers need it) */
+            CHECK(!memcmp(mel, mel_ref, (size_t)n_mel_ref * sizeof *mel), "%s: log-mel not bit-identical (max %g)", golden_cases[c], mx);
             free(mel);
         }
         /* the encoder from llama.cpp's PCM */
