@@ -446,9 +446,11 @@ static void test_long(void) {
         if (n1 == 750) CHECK(!memcmp(emb1, emb, 750 * (size_t)E * sizeof *emb), "first chunk differs");
         free(emb1);
         CHECK(eli_audio_embed(e, NULL, pcm, 1, &emb1, &n1, NULL, &err) < 0 && strstr(err.msg, "too short"), "%s", err.msg);
+        free(emb1);
         pcm[1234] = NAN;
         CHECK(eli_audio_embed(e, NULL, pcm, 2000, &emb1, &n1, NULL, &err) < 0 && strstr(err.msg, "sample 1234 is not a finite"), "%s",
               err.msg);
+        free(emb1);
     }
     free(emb), free(pcm), free(ref);
     eli_audio_encoder_free(e);
