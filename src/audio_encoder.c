@@ -524,9 +524,9 @@ done:
     return rc;
 }
 
-int64_t eli_audio_mel(const eli_audio_encoder *e, eli_pool *pool, const float *pcm, int64_t n, float *out) {
+int64_t eli_audio_mel(const eli_audio_encoder *e, const float *pcm, int64_t n, float *out) {
     if (n > ELI_MEL_CHUNK_SAMPLES) n = ELI_MEL_CHUNK_SAMPLES;
-    eli_mel_chunk(&e->mel, pool, pcm, n, out);
+    eli_mel_chunk(&e->mel, pcm, n, out);
     return eli_mel_frames(n);
 }
 
@@ -555,7 +555,7 @@ int eli_audio_embed(const eli_audio_encoder *e, eli_pool *pool, const float *pcm
     for (int64_t off = 0; off < n; off += ELI_MEL_CHUNK_SAMPLES) {
         const int64_t len = n - off < ELI_MEL_CHUNK_SAMPLES ? n - off : ELI_MEL_CHUNK_SAMPLES, T = eli_mel_frames(len);
         if (T == 0) continue;
-        eli_audio_mel(e, pool, pcm + off, len, mel);
+        eli_audio_mel(e, pcm + off, len, mel);
         int rc = eli_audio_encode_mel(e, pool, mel, T, emb + done * e->n_embd, err);
         if (rc) {
             free(emb), free(mel);

@@ -51,7 +51,7 @@ int64_t eli_audio_chunk_tokens(int64_t n_frames);
 /* The log-mel of one chunk (the first min(n, 30 s) samples of 16 kHz mono PCM) into
  * out[frames][n_mel] (room for eli_mel_frames(ELI_MEL_CHUNK_SAMPLES) frames does for any chunk); returns
  * the number of frames (audio_mel.h: 0 for a single sample). */
-int64_t eli_audio_mel(const eli_audio_encoder *e, eli_pool *pool, const float *pcm, int64_t n, float *out);
+int64_t eli_audio_mel(const eli_audio_encoder *e, const float *pcm, int64_t n, float *out);
 
 /* Encodes one chunk's log-mel mel[T][n_mel] (T >= 1) into out[eli_audio_chunk_tokens(T)][n_embd]. */
 int eli_audio_encode_mel(const eli_audio_encoder *e, eli_pool *pool, const float *mel, int64_t T, float *out, eli_error *err);

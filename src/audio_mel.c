@@ -106,30 +106,21 @@ static void fft512(const eli_mel_frontend *f, float *re, float *im) {
     }
 }
 
-typedef struct {
-    const eli_mel_frontend *f;
-    const float *pcm;
-    int64_t n, T;
-    float *out;
-} mel_job;
-
-static void mel_task(void *ctx, int ith, int nth) {
-    const mel_job *j = ctx;
-    const eli_mel_frontend *f = j->f;
+/* One thread, no executor: about 3 ms per second of audio, 1% of the encoder's time on the real tower. */
+void eli_mel_chunk(const eli_mel_frontend *f, const float *pcm, int64_t n, float *out) {
     float re[ELI_MEL_FFT], im[ELI_MEL_FFT], mag[ELI_MEL_BINS_FFT];
-    int64_t t0, t1;
-    eli_split(j->T, ith, nth, &t0, &t1);
-    for (int64_t t = t0; t < t1; t++) {
+    const int64_t T = eli_mel_frames(n);
+    for (int64_t t = 0; t < T; t++) {
         /* frame t starts 160 t into the chunk with its 160 leading zeros */
         const int64_t start = t * ELI_MEL_HOP - ELI_MEL_WINDOW / 2;
         for (int i = 0; i < ELI_MEL_FFT; i++) {
             const int64_t s = start + i;
-            re[i] = i < ELI_MEL_WINDOW && s >= 0 && s < j->n ? f->window[i] * j->pcm[s] : 0.0f;
+            re[i] = i < ELI_MEL_WINDOW && s >= 0 && s < n ? f->window[i] * pcm[s] : 0.0f;
             im[i] = 0.0f;
         }
         fft512(f, re, im);
         for (int k = 0; k < ELI_MEL_BINS_FFT; k++) mag[k] = sqrtf(re[k] * re[k] + im[k] * im[k]);
-        float *o = j->out + t * f->n_mel;
+        float *o = out + t * f->n_mel;
         for (int m = 0; m < f->n_mel; m++) {
             const float *row = f->filters + (size_t)m * ELI_MEL_BINS_FFT;
             /* llama.cpp's grouping: four float products added in float, the groups in double; the zero weights
@@ -142,10 +133,4 @@ static void mel_task(void *ctx, int ith, int nth) {
             o[m] = (float)log(sum > (double)LOG_FLOOR ? sum : (double)LOG_FLOOR);
         }
     }
-}
-
-void eli_mel_chunk(const eli_mel_frontend *f, eli_pool *pool, const float *pcm, int64_t n, float *out) {
-    mel_job j = {f, pcm, n, eli_mel_frames(n), out};
-    if (j.T <= 0) return;
-    eli_pool_run(eli_pool_for(pool, j.T * 16384), mel_task, &j);
 }

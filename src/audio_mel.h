@@ -17,7 +17,6 @@
 #include <stdint.h>
 
 #include "error.h"
-#include "threadpool.h"
 
 #define ELI_MEL_FFT 512
 #define ELI_MEL_BINS_FFT (ELI_MEL_FFT / 2 + 1)
@@ -42,7 +41,7 @@ void eli_mel_free(eli_mel_frontend *f);
 int64_t eli_mel_frames(int64_t n);
 
 /* Log-mel of one chunk of n samples (n <= ELI_MEL_CHUNK_SAMPLES) into out[eli_mel_frames(n)][n_mel];
- * frames split over the pool's threads (pool may be NULL). */
-void eli_mel_chunk(const eli_mel_frontend *f, eli_pool *pool, const float *pcm, int64_t n, float *out);
+ * pure C, on the calling thread. */
+void eli_mel_chunk(const eli_mel_frontend *f, const float *pcm, int64_t n, float *out);
 
 #endif

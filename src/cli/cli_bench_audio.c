@@ -21,7 +21,7 @@ static int run_once(cli_audio *a, float *mel, float *emb, double *t_mel, double 
     *n_tok = 0;
     for (int64_t off = 0; off < a->n; off += ELI_MEL_CHUNK_SAMPLES) {
         const double t0 = cli_now();
-        const int64_t T = eli_audio_mel(a->enc, a->pool, a->pcm + off, a->n - off, mel);
+        const int64_t T = eli_audio_mel(a->enc, a->pcm + off, a->n - off, mel);
         const double t1 = cli_now();
         if (T > 0 && eli_audio_encode_mel(a->enc, a->pool, mel, T, emb, err)) return 1;
         *t_mel += t1 - t0;
