@@ -1,0 +1,23 @@
+/* The stream whose slot files fuzz_slot restores and fuzz_seeds saves: the golden e2b-mini model (sliding
+ * and full layers, KV-shared layers, per-layer embeddings) in a small context, so a slot file of a short
+ * stream is a few KB. Both must agree on it: restore refuses a file of another configuration early. */
+#ifndef ELI_FUZZ_SLOT_STREAM_H
+#define ELI_FUZZ_SLOT_STREAM_H
+
+#include "forward.h"
+#include "quants.h"
+
+#define FUZZ_SLOT_MODEL ELI_SHARED_DIR "/golden/models/e2b-mini-f32.gguf"
+#define FUZZ_SLOT_UBATCH 4
+
+static inline eli_context_params fuzz_slot_params(void) {
+    eli_context_params p = eli_context_default_params();
+    p.n_ctx = 16;
+    p.n_ubatch = FUZZ_SLOT_UBATCH;
+    p.kv_type = ELI_TYPE_Q8_0;
+    p.n_threads = 1;
+    p.reserve = 0;
+    return p;
+}
+
+#endif
