@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# make tsan: the tests that run threads, built with clang -fsanitize=thread into BUILD, each failing on any
+# ThreadSanitizer report (halt_on_error).
+#   test_ffi      streams on two threads at once, cancel from another thread, the C ABI's locks
+#   test_mtp      the drafter and the target on the context's pool, verification batches
+#   test_models   the forward pass on 1, 2 and 4 threads (the pool's hand-off and split)
+#   test_slot     save / restore from a stream whose pool is running
+#   test_mapguard the SIGBUS guard under a two-thread decode
+# Left out: test_kernels (its kernels run on the calling thread only: nothing for TSan to see), the tests
+# without threads, test_install and test_cli (other processes: a host, the CLI on a pseudo-terminal).
+# Usage: tests/tsan.sh BUILD [JOBS]
+set -euo pipefail
+build=$1
+jobs=${2:-2}
+tests=(test_ffi test_mtp test_models test_slot test_mapguard)
+src=$(cd "$(dirname "$0")/.." && pwd)
+cmake -S "$src" -B "$build" -DCMAKE_C_COMPILER=clang -DELI_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$build" -j "$jobs" --target "${tests[@]}"
+cd "$build"
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}" \
+  ctest --output-on-failure -j "$jobs" -R "^($(IFS='|'; echo "${tests[*]}"))\$"
