@@ -29,13 +29,6 @@
 #endif
 
 static char tmpdir[64];
-static const char *tmp_path(const char *name) {
-    static char b[4][256];
-    static int k;
-    char *p = b[k++ & 3];
-    snprintf(p, 256, "%s/%s", tmpdir, name);
-    return p;
-}
 
 static int copy_file(const char *src, const char *dst) {
     FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
@@ -77,7 +70,7 @@ static void test_default_action(void) {
         if (null >= 0) dup2(null, 2);
         void *anon = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (anon == MAP_FAILED || eli_mapguard_register(anon, 4096, NULL) < 0) _exit(3);
-        volatile const uint8_t *p = map_then_cut(tmp_path("child.bin"), 8192);
+        volatile const uint8_t *p = map_then_cut(eli_test_path_in(tmpdir, "child.bin"), 8192);
         if (!p) _exit(3);
         (void)p[4096];
         _exit(0);
@@ -94,7 +87,7 @@ static void test_default_action(void) {
 }
 
 static void test_chained_to_host(const gguf_file *guarded) {
-    volatile const uint8_t *p = map_then_cut(tmp_path("host.bin"), 8192);
+    volatile const uint8_t *p = map_then_cut(eli_test_path_in(tmpdir, "host.bin"), 8192);
     CHECK(p != NULL, "map a file");
     if (!p) return;
     host_calls = 0;
@@ -126,7 +119,7 @@ static int finite_all(const float *v, int n) {
 
 /* weights read through the mapping on two threads, the file cut behind the per-layer-embedding table */
 static void test_cut_while_decoding(void) {
-    const char *path = tmp_path("mapped.gguf");
+    const char *path = eli_test_path_in(tmpdir, "mapped.gguf");
     CHECK(copy_file(eli_shared_path(MODEL), path), "copy the model");
     eli_error err = {0};
     setenv("ELIZA_LLM_REPACK", "0", 1);
@@ -182,7 +175,7 @@ static void test_cut_while_decoding(void) {
 
 /* per-layer-embedding rows come with pread: a row past the end of a cut file is a clean error */
 static void test_ple_rows(void) {
-    const char *path = tmp_path("ple.gguf");
+    const char *path = eli_test_path_in(tmpdir, "ple.gguf");
     CHECK(copy_file(eli_shared_path(MODEL), path), "copy the model");
     eli_error err = {0};
     eli_model *m = eli_model_load(path, &err);
@@ -220,7 +213,7 @@ int main(void) {
     test_cut_while_decoding();
     test_ple_rows();
     const char *names[] = {"child.bin", "host.bin", "mapped.gguf", "ple.gguf"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unlink(tmp_path(names[i]));
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unlink(eli_test_path_in(tmpdir, names[i]));
     rmdir(tmpdir);
     TEST_MAIN_END();
 }
