@@ -2,9 +2,9 @@
 # make tsan: the tests that run threads, built with clang -fsanitize=thread into BUILD, each failing on any
 # ThreadSanitizer report (halt_on_error).
 #   test_ffi      streams on two threads at once, cancel from another thread, the C ABI's locks
-#   test_mtp      the drafter and the target on the context's pool, verification batches
-#   test_models   the forward pass on 1, 2 and 4 threads (the pool's hand-off and split)
-#   test_slot     save / restore from a stream whose pool is running
+#   test_mtp      the drafter and the target on one context's thread pool, verification batches
+#   test_models   the forward pass on the pool with 2 threads against 1 (its hand-off and splits)
+#   test_slot     streams (on 2-thread pools) saved and restored
 #   test_mapguard the SIGBUS guard under a two-thread decode
 # Left out: test_kernels (its kernels run on the calling thread only: nothing for TSan to see), the tests
 # without threads, test_install and test_cli (other processes: a host, the CLI on a pseudo-terminal).

@@ -1,7 +1,8 @@
 /* GGUF loader + model binding on arbitrary bytes: gguf_open_memory, then every metadata value through the
  * typed getters and every tensor's first and last byte (all must lie inside the input), the tokenizer load,
- * and the model binding; a model that binds (the seeds include tiny valid ones) runs a one-token decode,
- * which must succeed: a file that binds is one the engine has promised to run. */
+ * and the model binding, with the weights copied out or left in place (ELIZA_LLM_REPACK, by the input's
+ * size); a model that binds (the seeds include a tiny valid one) decodes two tokens, which must succeed: a
+ * file that binds is one the engine has promised to run. */
 #include <string.h>
 
 #include "forward.h"
@@ -103,6 +104,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         touch(t->data, t->nbytes);
     }
     check_tokenizer(f);
+    /* the weights copied out (packed where the kernels want it) or left in the input, as with a mapping */
+    setenv("ELIZA_LLM_REPACK", size & 1 ? "1" : "0", 1);
     eli_model *m = eli_model_from_gguf(f, &err);
     if (!m) {
         FUZZ_ASSERT(err.code < 0 && err.msg[0], "model binding failed without a message");
