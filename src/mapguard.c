@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 /* base 0: free; CLAIMED: taken by a registration still writing len (the handler skips both) */
 #define CLAIMED ((uintptr_t)1)
@@ -75,6 +76,9 @@ static void install(void) {
 
 int eli_mapguard_register(const void *base, size_t len, eli_error *err) {
     if (!base || !len) return eli_fail(err, ELI_ERR_INVALID_ARG, "mapguard: empty mapping");
+    /* the mapping holds whole pages: a fault anywhere in its last one is ours too */
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    len = (len + page - 1) / page * page;
     pthread_once(&install_once, install);
     if (!installed) return eli_fail(err, ELI_ERR_FFI_FAULT, "mapguard: cannot install the SIGBUS handler");
     for (int i = 0; i < ELI_MAPGUARD_SLOTS; i++) {
