@@ -1,6 +1,7 @@
 /* SIGBUS guard of file mappings (mapguard.h). */
 #include "mapguard.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -46,8 +47,10 @@ static void chain(int sig, siginfo_t *info, void *uctx) {
     raise(SIGBUS);
 }
 
-/* Only async-signal-safe work: atomic loads and stores and one mmap system call. */
+/* Only async-signal-safe work: atomic loads and stores and one mmap system call (whose errno must not
+ * reach the interrupted code). */
 static void on_sigbus(int sig, siginfo_t *info, void *uctx) {
+    const int saved_errno = errno;
     const uintptr_t addr = (uintptr_t)info->si_addr;
     const int n = atomic_load_explicit(&n_slots_used, memory_order_acquire);
     for (int i = 0; info->si_code > 0 && i < n; i++) {
@@ -59,8 +62,10 @@ static void on_sigbus(int sig, siginfo_t *info, void *uctx) {
          * is no better than an all-zero one */
         if (mmap((void *)base, len, PROT_READ, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED) break;
         atomic_store_explicit(&ranges[i].faulted, 1, memory_order_release);
+        errno = saved_errno;
         return;
     }
+    errno = saved_errno;
     chain(sig, info, uctx);
 }
 
