@@ -1,9 +1,10 @@
 /* Slot restore on mutated slot files (seeds: files saved from a short stream of the golden e2b-mini model,
  * fuzz_slot_stream.h). The harness writes the input to a file after fixing its trailing checksum, so the
  * mutations reach the header, counts, positions and rows behind the checksum test. A restore must either
- * fail with a message and leave the context as it was (empty), or give a consistent state that then decodes
- * one more token. */
+ * fail with a message and leave the context as it was (empty), or give a consistent state (tokens in the
+ * vocabulary, finite logits) that then decodes one more token. */
 #include <fcntl.h>
+#include <math.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -70,6 +71,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 (long long)st.cap_tokens, (long long)n_past, st.pending);
     for (int64_t i = 0; i < st.n_tokens; i++)
         FUZZ_ASSERT(st.tokens[i] >= 0 && st.tokens[i] < model->hp.n_vocab, "restored token %d", st.tokens[i]);
+    for (int i = 0; st.logits_valid && i < model->hp.n_vocab; i++)
+        FUZZ_ASSERT(isfinite(logits[i]), "restored logit %d is %g", i, (double)logits[i]);
     if (n_past < eli_context_n_ctx(ctx)) {
         const int32_t next = st.pending ? st.tokens[st.n_tokens - 1] : 1;
         rc = eli_decode(ctx, &next, 1, logits, 0, &err);

@@ -14,7 +14,8 @@ static inline eli_context_params fuzz_slot_params(void) {
     eli_context_params p = eli_context_default_params();
     p.n_ctx = 16;
     p.n_ubatch = FUZZ_SLOT_UBATCH;
-    p.kv_type = ELI_TYPE_Q8_0;
+    p.kv_type_k = ELI_TYPE_Q8_0; /* K and V of different types: both row sizes in the file */
+    p.kv_type_v = ELI_TYPE_Q4_0;
     p.n_threads = 1;
     p.reserve = 0;
     return p;
