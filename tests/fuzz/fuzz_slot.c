@@ -2,7 +2,7 @@
  * fuzz_slot_stream.h). The harness writes the input to a file after fixing its trailing checksum, so the
  * mutations reach the header, counts, positions and rows behind the checksum test. A restore must either
  * fail with a message and leave the context as it was (empty), or give a consistent state (tokens in the
- * vocabulary, finite logits) that then decodes one more token. */
+ * vocabulary, finite logits that the restored sampler samples) that then decodes one more token. */
 #include <fcntl.h>
 #include <math.h>
 #include <string.h>
@@ -14,6 +14,7 @@
 
 static eli_model *model;
 static eli_context *ctx;
+static eli_sampler *sampler;
 static float *logits, *hidden;
 static char path[256];
 
@@ -25,6 +26,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     model = eli_model_load(FUZZ_SLOT_MODEL, &err);
     const eli_context_params p = fuzz_slot_params();
     ctx = model ? eli_context_create(model, &p, &err) : NULL;
+    const eli_sampler_params sp = fuzz_slot_sampler_params();
+    if (ctx && eli_sampler_create(&sp, model->hp.n_vocab, &sampler, &err)) ctx = NULL;
     logits = model ? malloc((size_t)model->hp.n_vocab * sizeof *logits) : NULL;
     hidden = model ? malloc((size_t)model->hp.n_embd * sizeof *hidden) : NULL;
     const char *dir = getenv("TMPDIR");
@@ -56,8 +59,10 @@ static void write_input(const uint8_t *data, size_t size) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     write_input(data, size);
     eli_context_reset(ctx);
+    eli_sampler_reset(sampler);
     eli_slot_state st;
     memset(&st, 0, sizeof st);
+    st.sampler = sampler;
     eli_error err = {0};
     int rc = eli_slot_restore(path, model, ctx, FUZZ_SLOT_UBATCH, &st, logits, hidden, &err);
     if (rc != ELI_OK) {
@@ -73,6 +78,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_ASSERT(st.tokens[i] >= 0 && st.tokens[i] < model->hp.n_vocab, "restored token %d", st.tokens[i]);
     for (int i = 0; st.logits_valid && i < model->hp.n_vocab; i++)
         FUZZ_ASSERT(isfinite(logits[i]), "restored logit %d is %g", i, (double)logits[i]);
+    if (st.logits_valid) {
+        int32_t token;
+        FUZZ_ASSERT(eli_sampler_sample(sampler, logits, &token, &err) == ELI_OK && token >= 0 &&
+                        token < model->hp.n_vocab,
+                    "sampling the restored logits with the restored sampler: %s", err.msg);
+    }
     if (n_past < eli_context_n_ctx(ctx)) {
         const int32_t next = st.pending ? st.tokens[st.n_tokens - 1] : 1;
         rc = eli_decode(ctx, &next, 1, logits, 0, &err);

@@ -2,7 +2,7 @@
  *   corpus/fuzz_gguf/: a tiny valid Gemma 4 model with a tokenizer (src/gguf_write.h), its truncations at
  *     the header, the metadata and the tensor data, and a file with every metadata value type;
  *   corpus/fuzz_slot/: slot files of a short stream of the golden e2b-mini model (fuzz_slot_stream.h), one
- *     with the logits and one with the hidden state.
+ *     with the logits and one with the hidden state, both with the sampler's penalty history.
  * Usage: fuzz_seeds CORPUS_DIR */
 #include <errno.h>
 #include <stdio.h>
@@ -232,14 +232,18 @@ static int slot_seeds(const char *dir) {
     float *logits = m ? malloc((size_t)m->hp.n_vocab * sizeof *logits) : NULL;
     float *hidden = m ? malloc((size_t)m->hp.n_embd * sizeof *hidden) : NULL;
     int32_t tokens[8] = {2, 651, 3, 17, 900, 5, 44, 1000};
-    int good = c && logits && hidden;
+    const eli_sampler_params sp = fuzz_slot_sampler_params();
+    eli_sampler *smp = NULL;
+    int good = c && logits && hidden && ok(eli_sampler_create(&sp, m->hp.n_vocab, &smp, &err), &err);
+    for (int i = 0; good && i < 5; i++) eli_sampler_note(smp, tokens[i]);
     if (good) {
         const eli_outputs out = {logits, hidden, 0};
         good = ok(eli_decode_ex(c, tokens, 5, &out, &err), &err);
     }
     /* 5 tokens in the cache and a pending sixth with the logits; then the same without them, with the hidden
      * state, after a sixth decode */
-    eli_slot_state st = {tokens, 6, 8, 1, 1, 0, 0, 1, {1, 2, 3, 4}, 0, {0}};
+    eli_slot_state st = {.tokens = tokens, .n_tokens = 6, .cap_tokens = 8, .pending = 1, .logits_valid = 1,
+                         .n_generated = 1, .sampler = smp};
     char path[1024];
     snprintf(path, sizeof path, "%s/logits.slot", dir);
     if (good) good = ok(eli_slot_save(path, m, c, FUZZ_SLOT_UBATCH, &st, logits, hidden, &err), &err);
@@ -247,11 +251,14 @@ static int slot_seeds(const char *dir) {
         const eli_outputs out = {NULL, hidden, 0};
         good = ok(eli_decode_ex(c, tokens + 5, 1, &out, &err), &err);
     }
-    st = (eli_slot_state){tokens, 6, 8, 0, 0, 1, 1, 2, {5, 6, 7, 8}, 0, {0}};
+    if (good) good = ok(eli_sampler_accept(smp, tokens[5], &err), &err);
+    st = (eli_slot_state){.tokens = tokens, .n_tokens = 6, .cap_tokens = 8, .hidden_valid = 1, .done = 1,
+                          .n_generated = 2, .sampler = smp};
     snprintf(path, sizeof path, "%s/hidden.slot", dir);
     if (good) good = ok(eli_slot_save(path, m, c, FUZZ_SLOT_UBATCH, &st, logits, hidden, &err), &err);
     if (!c) ok(-1, &err);
     free(logits), free(hidden);
+    eli_sampler_free(smp);
     eli_context_free(c);
     eli_model_free(m);
     return good;
