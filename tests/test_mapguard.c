@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "forward.h"
+#include "exec.h"
 #include "gguf.h"
 #include "mapguard.h"
 #include "model.h"
@@ -122,29 +122,35 @@ static void test_cut_while_decoding(void) {
     const char *path = eli_test_path_in(tmpdir, "mapped.gguf");
     CHECK(copy_file(eli_shared_path(MODEL), path), "copy the model");
     eli_error err = {0};
-    setenv("ELIZA_LLM_REPACK", "0", 1);
     eli_model *m = eli_model_load(path, &err);
-    unsetenv("ELIZA_LLM_REPACK");
-    CHECK(m != NULL, "load: %s", err.msg);
-    if (!m) return;
+    const eli_exec *exec = eli_exec_default();
+    const eli_exec_options o = {NULL, 0}; /* ELIZA_LLM_REPACK=0 */
+    eli_xmodel *xm = m ? eli_exec_prepare(exec, m, &o, &err) : NULL;
+    CHECK(xm != NULL, "load: %s", err.msg);
+    if (!xm) {
+        eli_model_free(m);
+        return;
+    }
     const uint8_t *map = gguf_mapping(m->file);
     const size_t size = (size_t)gguf_file_size(m->file);
     const eli_weight *wq = &m->layers[0].wq;
     CHECK((const uint8_t *)wq->data > map && (const uint8_t *)wq->data < map + size, "weights in the mapping");
     CHECK(!all_zero(wq->data, 4096) && !all_zero(map, 4), "weights and header read from the file");
 
-    eli_context_params p = eli_context_default_params();
+    eli_seq_params p = eli_seq_default();
     p.n_ctx = 32;
     p.n_threads = 2;
-    eli_context *c = eli_context_create(m, &p, &err);
-    CHECK(c != NULL, "context: %s", err.msg);
-    if (!c) {
+    eli_xseq *s = eli_seq_create(exec, xm, &p, &err);
+    CHECK(s != NULL, "sequence: %s", err.msg);
+    if (!s) {
+        eli_xmodel_release(xm);
         eli_model_free(m);
         return;
     }
     float *logits = malloc((size_t)m->hp.n_vocab * sizeof *logits);
+    const eli_outputs out = {logits, NULL, 0};
     const int32_t tokens[6] = {2, 651, 3, 17, 900, 5};
-    int rc = eli_decode(c, tokens, 4, logits, 0, &err);
+    int rc = eli_seq_decode_tokens(s, tokens, 4, &out, &err);
     CHECK(rc == ELI_OK && finite_all(logits, m->hp.n_vocab), "decode before the cut: %s", err.msg);
     CHECK(gguf_check_mapping(m->file, &err) == ELI_OK, "intact file reported: %s", err.msg);
 
@@ -154,17 +160,18 @@ static void test_cut_while_decoding(void) {
     CHECK(ple && cut < (size_t)((const uint8_t *)wq->data - map), "the layers lie after the PLE table");
     CHECK(truncate(path, (off_t)cut) == 0, "truncate");
 
-    rc = eli_decode(c, tokens + 4, 2, logits, 0, &err);
+    rc = eli_seq_decode_tokens(s, tokens + 4, 2, &out, &err);
     /* until the forward pass checks the mapping itself, its caller does */
     if (rc == ELI_OK) rc = gguf_check_mapping(m->file, &err);
     CHECK(rc == ELI_ERR_BUNDLE_INVALID && strstr(err.msg, path) && strstr(err.msg, "shrank while mapped"),
           "decode over the cut file: %d %s", rc, err.msg);
     CHECK(all_zero(wq->data, 4096) && all_zero(map, 4), "the mapping reads zeros after the fault");
-    rc = eli_decode(c, tokens, 1, logits, 0, &err);
+    rc = eli_seq_decode_tokens(s, tokens, 1, &out, &err);
     if (rc == ELI_OK) rc = gguf_check_mapping(m->file, &err);
     CHECK(rc == ELI_ERR_BUNDLE_INVALID, "a later decode is refused too: %d", rc);
     free(logits);
-    eli_context_free(c);
+    eli_seq_free(s);
+    eli_xmodel_release(xm);
     eli_model_free(m);
 
     /* opened again, the cut file is refused as such */

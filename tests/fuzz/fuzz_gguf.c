@@ -1,11 +1,11 @@
 /* GGUF loader + model binding on arbitrary bytes: gguf_open_memory, then every metadata value through the
  * typed getters and every tensor's first and last byte (all must lie inside the input), the tokenizer load,
- * and the model binding, with the weights copied out or left in place (ELIZA_LLM_REPACK, by the input's
- * size); a model that binds (the seeds include a tiny valid one) decodes two tokens, which must succeed: a
- * file that binds is one the engine has promised to run. */
+ * and the model binding; a model that binds (the seeds include a tiny valid one) is prepared on the default
+ * executor, its weights copied out or left in place (repack, by the input's size), and decodes two tokens,
+ * which must succeed: a file that binds is one the engine has promised to run. */
 #include <string.h>
 
-#include "forward.h"
+#include "exec.h"
 #include "fuzz.h"
 #include "gguf.h"
 #include "model.h"
@@ -63,24 +63,33 @@ static void check_tokenizer(const gguf_file *f) {
     eli_tokenizer_free(t);
 }
 
-/* decodes one token on a model that bound; the budget keeps each input fast */
-static void check_decode(const eli_model *m) {
+/* prepares a model that bound on the default executor, its weights copied out (repack) or left in the
+ * input as in a mapping, and decodes two tokens; the budget keeps each input fast */
+static void check_decode(eli_model *m, int repack) {
     if (m->weight_bytes > ((uint64_t)1 << 20) || (int64_t)m->hp.n_embd * m->hp.n_layer > 65536) return;
-    eli_context_params p = eli_context_default_params();
+    eli_error err = {0};
+    const eli_exec *exec = eli_exec_default();
+    const eli_exec_options o = {NULL, repack};
+    eli_xmodel *xm = eli_exec_prepare(exec, m, &o, &err);
+    if (!xm) {
+        FUZZ_ASSERT(err.code == ELI_ERR_OOM, "prepare refused a model that bound: %s", err.msg);
+        return;
+    }
+    eli_seq_params p = eli_seq_default();
     p.n_ctx = 8;
     p.n_ubatch = 2;
     p.n_threads = 1;
     p.reserve = 0;
-    eli_error err = {0};
-    eli_context *c = eli_context_create(m, &p, &err);
-    if (!c) {
-        FUZZ_ASSERT(err.code == ELI_ERR_OOM || err.code == ELI_ERR_INVALID_ARG, "context: %s", err.msg);
-        return;
+    eli_xseq *s = eli_seq_create(exec, xm, &p, &err);
+    if (s) {
+        const int32_t tokens[2] = {0, m->hp.n_vocab - 1};
+        const int rc = eli_seq_decode_tokens(s, tokens, 2, NULL, &err);
+        FUZZ_ASSERT(rc == ELI_OK || rc == ELI_ERR_OOM, "decode on a model that bound: %s", err.msg);
+        eli_seq_free(s);
+    } else {
+        FUZZ_ASSERT(err.code == ELI_ERR_OOM || err.code == ELI_ERR_INVALID_ARG, "sequence: %s", err.msg);
     }
-    const int32_t tokens[2] = {0, m->hp.n_vocab - 1};
-    int rc = eli_decode(c, tokens, 2, NULL, 0, &err);
-    FUZZ_ASSERT(rc == ELI_OK || rc == ELI_ERR_OOM, "decode on a model that bound: %s", err.msg);
-    eli_context_free(c);
+    eli_xmodel_release(xm);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -104,15 +113,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         touch(t->data, t->nbytes);
     }
     check_tokenizer(f);
-    /* the weights copied out (packed where the kernels want it) or left in the input, as with a mapping */
-    setenv("ELIZA_LLM_REPACK", size & 1 ? "1" : "0", 1);
     eli_model *m = eli_model_from_gguf(f, &err);
     if (!m) {
         FUZZ_ASSERT(err.code < 0 && err.msg[0], "model binding failed without a message");
         gguf_close(f);
         return 0;
     }
-    check_decode(m);
+    check_decode(m, (int)(size & 1));
     eli_model_free(m);
     return 0;
 }

@@ -5,17 +5,16 @@
 #ifndef ELI_FUZZ_SLOT_STREAM_H
 #define ELI_FUZZ_SLOT_STREAM_H
 
-#include "forward.h"
+#include "exec.h"
 #include "quants.h"
 #include "sampler.h"
 
 #define FUZZ_SLOT_MODEL ELI_SHARED_DIR "/golden/models/e2b-mini-f32.gguf"
-#define FUZZ_SLOT_UBATCH 4
 
-static inline eli_context_params fuzz_slot_params(void) {
-    eli_context_params p = eli_context_default_params();
+static inline eli_seq_params fuzz_slot_params(void) {
+    eli_seq_params p = eli_seq_default();
     p.n_ctx = 16;
-    p.n_ubatch = FUZZ_SLOT_UBATCH;
+    p.n_ubatch = 4;
     p.kv_type_k = ELI_TYPE_Q8_0; /* K and V of different types: both row sizes in the file */
     p.kv_type_v = ELI_TYPE_Q4_0;
     p.n_threads = 1;

@@ -227,8 +227,10 @@ static int gguf_seeds(const char *dir) {
 static int slot_seeds(const char *dir) {
     eli_error err = {0};
     eli_model *m = eli_model_load(FUZZ_SLOT_MODEL, &err);
-    const eli_context_params p = fuzz_slot_params();
-    eli_context *c = m ? eli_context_create(m, &p, &err) : NULL;
+    const eli_exec_options o = {NULL, 1};
+    const eli_seq_params p = fuzz_slot_params();
+    eli_xmodel *xm = m ? eli_exec_prepare(eli_exec_default(), m, &o, &err) : NULL;
+    eli_xseq *c = xm ? eli_seq_create(eli_exec_default(), xm, &p, &err) : NULL;
     float *logits = m ? malloc((size_t)m->hp.n_vocab * sizeof *logits) : NULL;
     float *hidden = m ? malloc((size_t)m->hp.n_embd * sizeof *hidden) : NULL;
     int32_t tokens[8] = {2, 651, 3, 17, 900, 5, 44, 1000};
@@ -238,7 +240,7 @@ static int slot_seeds(const char *dir) {
     for (int i = 0; good && i < 5; i++) eli_sampler_note(smp, tokens[i]);
     if (good) {
         const eli_outputs out = {logits, hidden, 0};
-        good = ok(eli_decode_ex(c, tokens, 5, &out, &err), &err);
+        good = ok(eli_seq_decode_tokens(c, tokens, 5, &out, &err), &err);
     }
     /* 5 tokens in the cache and a pending sixth with the logits; then the same without them, with the hidden
      * state, after a sixth decode */
@@ -246,20 +248,21 @@ static int slot_seeds(const char *dir) {
                          .n_generated = 1, .sampler = smp};
     char path[1024];
     snprintf(path, sizeof path, "%s/logits.slot", dir);
-    if (good) good = ok(eli_slot_save(path, m, c, FUZZ_SLOT_UBATCH, &st, logits, hidden, &err), &err);
+    if (good) good = ok(eli_slot_save(path, c, &st, logits, hidden, &err), &err);
     if (good) {
         const eli_outputs out = {NULL, hidden, 0};
-        good = ok(eli_decode_ex(c, tokens + 5, 1, &out, &err), &err);
+        good = ok(eli_seq_decode_tokens(c, tokens + 5, 1, &out, &err), &err);
     }
     if (good) good = ok(eli_sampler_accept(smp, tokens[5], &err), &err);
     st = (eli_slot_state){.tokens = tokens, .n_tokens = 6, .cap_tokens = 8, .hidden_valid = 1, .done = 1,
                           .n_generated = 2, .sampler = smp};
     snprintf(path, sizeof path, "%s/hidden.slot", dir);
-    if (good) good = ok(eli_slot_save(path, m, c, FUZZ_SLOT_UBATCH, &st, logits, hidden, &err), &err);
+    if (good) good = ok(eli_slot_save(path, c, &st, logits, hidden, &err), &err);
     if (!c) ok(-1, &err);
     free(logits), free(hidden);
     eli_sampler_free(smp);
-    eli_context_free(c);
+    eli_seq_free(c);
+    eli_xmodel_release(xm);
     eli_model_free(m);
     return good;
 }
