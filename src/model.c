@@ -483,6 +483,8 @@ eli_model *eli_model_from_gguf(gguf_file *f, eli_error *err) {
     for (int il = 0; il < hp->n_layer; il++)
         if (bind_layer(&b, il, n_ff, n_head, n_kv, swa)) goto fail;
     for (uint64_t i = 0; i < gguf_n_tensors(f); i++) m->weight_bytes += gguf_tensor_at(f, i)->nbytes;
+    /* binding read the mapping: zeros, if the file was cut meanwhile (gguf.h) */
+    if (gguf_check_mapping(f, err)) goto fail;
     free(n_ff), free(n_head), free(n_kv), free(swa);
     return m;
 fail:

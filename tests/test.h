@@ -48,4 +48,13 @@ static inline const char *eli_shared_path(const char *rel) {
     return b;
 }
 
+/* dir/name, in one of four rotating buffers (a call may use a few at once). */
+static inline const char *eli_test_path_in(const char *dir, const char *name) {
+    static char buf[4][256];
+    static int slot;
+    char *b = buf[slot++ & 3];
+    snprintf(b, 256, "%s/%s", dir, name);
+    return b;
+}
+
 #endif

@@ -35,13 +35,6 @@ static int gen_abi(EliLlmStream *s, int32_t *out, int limit, int step) {
 }
 
 static char tmpdir[64];
-static const char *tmp_path(const char *name) {
-    static char b[4][256];
-    static int k;
-    char *p = b[k++ & 3];
-    snprintf(p, 256, "%s/%s", tmpdir, name);
-    return p;
-}
 
 static long file_size(const char *p) {
     struct stat st;
@@ -81,7 +74,7 @@ static void test_abi(void) {
     /* 6 tokens, then save (the 6th is pending: emitted, not yet in the cache) */
     int n = gen_abi(a, out, 6, 1);
     CHECK(n == 6 && !memcmp(out, greedy, 6 * sizeof *out), "first 6 tokens greedy");
-    const char *slot = tmp_path("a.slot");
+    const char *slot = eli_test_path_in(tmpdir, "a.slot");
     CHECK(eliza_inference_llm_stream_save_slot(a, slot, &err) == ELIZA_OK, "save: %s", err ? err : "");
     eliza_inference_free_string(err), err = NULL;
     CHECK(file_size(slot) > 0, "slot file written");
@@ -137,7 +130,7 @@ static void test_abi(void) {
     unsigned char *img = slurp(slot, &size);
     CHECK(img != NULL && size > 200, "read slot back");
     if (img) {
-        const char *bad = tmp_path("bad.slot");
+        const char *bad = eli_test_path_in(tmpdir, "bad.slot");
         spit(bad, img, size / 2);
         CHECK(eliza_inference_llm_stream_restore_slot(b, bad, &err) == ELIZA_ERR_INVALID_ARG && err && strstr(err, "checksum"),
               "truncated refused: %s", err ? err : "");
@@ -150,7 +143,7 @@ static void test_abi(void) {
         img[size / 3] ^= 0x40;
         spit(bad, img, 10);
         CHECK(eliza_inference_llm_stream_restore_slot(b, bad, NULL) == ELIZA_ERR_INVALID_ARG, "tiny file refused");
-        CHECK(eliza_inference_llm_stream_restore_slot(b, tmp_path("missing.slot"), NULL) == ELIZA_ERR_INVALID_ARG,
+        CHECK(eliza_inference_llm_stream_restore_slot(b, eli_test_path_in(tmpdir, "missing.slot"), NULL) == ELIZA_ERR_INVALID_ARG,
               "missing file refused");
         CHECK(eliza_inference_llm_stream_restore_slot(b, "", NULL) == ELIZA_ERR_INVALID_ARG, "empty path");
         CHECK(eliza_inference_llm_stream_save_slot(b, "/nonexistent/dir/x.slot", &err) == ELIZA_ERR_INVALID_ARG && err,
@@ -231,7 +224,7 @@ static void test_rings(void) {
         } else {
             eli_gen_next(a, ref, 7, &n, NULL, 0, NULL, NULL, NULL, &err); /* 7 generated, the last pending */
         }
-        const char *slot = tmp_path("r.slot");
+        const char *slot = eli_test_path_in(tmpdir, "r.slot");
         CHECK(!eli_gen_save(a, slot, &err), "save: %s", err.msg);
         size_t na = 0, nb = 0;
         eli_gen_next(a, ref, 40, &na, NULL, 0, NULL, NULL, NULL, &err);
@@ -249,7 +242,7 @@ static void test_rings(void) {
     p8.seq.n_ubatch = 8;
     eli_gen *b = eli_gen_create(t.xm->exec, t.xm, t.tok, &p8, &err);
     if (a && b && !eli_gen_prefill(a, seq, 40, NULL, &err)) {
-        const char *slot = tmp_path("u.slot");
+        const char *slot = eli_test_path_in(tmpdir, "u.slot");
         CHECK(!eli_gen_save(a, slot, &err), "save");
         CHECK(eli_gen_restore(b, slot, &err) == ELI_ERR_INVALID_ARG && strstr(err.msg, "n_ubatch 4") &&
                   strstr(err.msg, "n_ubatch 8"),
@@ -293,7 +286,7 @@ static void test_sampled(void) {
     EliLlmStream *a = eliza_inference_llm_stream_open(c, &cfg, &err);
     CHECK(a && eliza_inference_llm_stream_prefill(a, seq, 96, NULL) == ELIZA_OK, "open + prefill");
     CHECK(gen_abi(a, got, 6, 2) == 6, "6 sampled tokens");
-    const char *slot = tmp_path("sampled.slot");
+    const char *slot = eli_test_path_in(tmpdir, "sampled.slot");
     CHECK(eliza_inference_llm_stream_save_slot(a, slot, NULL) == ELIZA_OK, "save");
     const int n_want = gen_abi(a, want, 16, 3);
     EliLlmStream *b = eliza_inference_llm_stream_open(c, &cfg, NULL);
@@ -309,7 +302,7 @@ static void test_sampled(void) {
     if (bytes && n > 16) {
         const uint32_t v1 = 1;
         memcpy(bytes + 8, &v1, sizeof v1);
-        const char *old = tmp_path("v1.slot");
+        const char *old = eli_test_path_in(tmpdir, "v1.slot");
         spit(old, bytes, n);
         CHECK(eliza_inference_llm_stream_restore_slot(b, old, &err) == ELIZA_ERR_INVALID_ARG && err &&
                   strstr(err, "version 1") && strstr(err, "random state"),
@@ -378,7 +371,7 @@ static void test_mtp(void) {
         CHECK(a && eliza_inference_llm_stream_prefill(a, ids, n_ids, NULL) == ELIZA_OK, "MTP stream: %s", err ? err : "");
         if (!a) break;
         CHECK(gen_mtp(a, head, HEAD, &dr, &ac) == HEAD, "%d tokens before the save", HEAD);
-        const char *slot = tmp_path("mtp.slot");
+        const char *slot = eli_test_path_in(tmpdir, "mtp.slot");
         CHECK(eliza_inference_llm_stream_save_slot(a, slot, NULL) == ELIZA_OK, "save");
         CHECK(gen_mtp(a, want, TAIL, &dr, &ac) == TAIL, "%d tokens after", TAIL);
         EliLlmStream *b = eliza_inference_llm_stream_open(c, &cfg, NULL);
@@ -409,7 +402,7 @@ static void test_mtp(void) {
                 memcpy(bytes + 132, &bad, sizeof bad); /* header offset of the MTP pause (slot.h layout) */
                 const uint64_t sum = eli_hash64_bytes(bytes, (size_t)n - 8);
                 memcpy(bytes + n - 8, &sum, sizeof sum);
-                const char *broken = tmp_path("mtp-bad.slot");
+                const char *broken = eli_test_path_in(tmpdir, "mtp-bad.slot");
                 spit(broken, bytes, n);
                 CHECK(eliza_inference_llm_stream_restore_slot(b, broken, &err) == ELIZA_ERR_INVALID_ARG && err &&
                           strstr(err, "MTP state") && strstr(err, "pause 1000"),
