@@ -645,7 +645,9 @@ int eli_gen_save(eli_gen *g, const char *path, eli_error *err) {
 int eli_gen_restore(eli_gen *g, const char *path, eli_error *err) {
     eli_slot_state st;
     st.sampler = g->smp; /* loaded with the rest: the penalties' history, the random stream, a grammar */
+    const int64_t past = eli_seq_n_past(g->seq);
     int rc = eli_slot_restore(path, g->seq, &st, g->logits, g->hidden, err);
+    if (rc && eli_seq_n_past(g->seq) != past) eli_gen_reset(g); /* the file was cut mid-copy: the sequence was reset */
     if (rc) return rc;
     free(g->tokens);
     g->tokens = st.tokens;

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mapguard.h"
 #include "os.h"
 #include "quants.h"
 
@@ -20,7 +19,6 @@ struct gguf_file {
     const uint8_t *base;
     size_t size;
     eli_os_map map; /* the mapped file (fd -1 for a memory buffer) */
-    int guard;      /* the mapping's id in mapguard.h; -1 when not mapped */
     char *path;     /* for messages; NULL for a memory buffer */
     uint32_t version;
     uint32_t alignment;
@@ -399,7 +397,7 @@ gguf_file *gguf_open_memory(const void *buf, size_t size, eli_error *err) {
     f->base = buf;
     f->size = size;
     f->map.fd = -1;
-    f->guard = -1;
+    f->map.guard = -1;
     return open_common(f, err);
 }
 
@@ -415,14 +413,6 @@ gguf_file *gguf_open(const char *path, eli_error *err) {
         return NULL;
     }
     if (eli_os_map_file(path, &f->map, err)) {
-        free(f->path), free(f);
-        return NULL;
-    }
-    /* guarded before the first read: a file cut while its header is parsed is an error, not a SIGBUS */
-    f->guard = -1;
-    if (f->map.mapped && (f->guard = eli_mapguard_register(f->map.base, f->map.size, err)) < 0) {
-        eli_error_prefix(err, "%s", path);
-        eli_os_unmap_file(&f->map);
         free(f->path), free(f);
         return NULL;
     }
@@ -449,14 +439,13 @@ void gguf_close(gguf_file *f) {
     free(f->tensors);
     free(f->kv_index);
     free(f->tensor_index);
-    eli_mapguard_unregister(f->guard);
     if (f->map.fd >= 0) eli_os_unmap_file(&f->map);
     free(f->path);
     free(f);
 }
 
 int gguf_check_mapping(const gguf_file *f, eli_error *err) {
-    if (!eli_mapguard_faulted(f->guard)) return ELI_OK;
+    if (!eli_os_map_faulted(&f->map)) return ELI_OK;
     return eli_fail(err, ELI_ERR_BUNDLE_INVALID, "model file '%s' shrank while mapped (it had %zu bytes): reload it",
                     f->path, f->size);
 }

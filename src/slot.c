@@ -356,8 +356,10 @@ static int load_media(const uint8_t *p, int n, int64_t E, eli_media_span *spans)
     return 0;
 }
 
-static int restore_mapped(const uint8_t *base, size_t size, eli_xseq *seq, eli_slot_state *st, float *logits,
-                          float *hidden, eli_error *err) {
+static int restore_mapped(const eli_os_map *map, eli_xseq *seq, eli_slot_state *st, float *logits, float *hidden,
+                          eli_error *err) {
+    const uint8_t *base = map->base;
+    const size_t size = map->size;
     const eli_model *m = seq->xm->model;
     const eli_seq_params sp = eli_seq_params_of(seq);
     slot_header h;
@@ -404,6 +406,13 @@ static int restore_mapped(const uint8_t *base, size_t size, eli_xseq *seq, eli_s
         return eli_fail(err, ELI_ERR_OOM, "restore_slot: out of memory");
     }
 
+    /* everything above read the file; if it shrank meanwhile (the guard turned its pages into zeros), what
+     * was checked is not what is there */
+    if (eli_os_map_faulted(map)) {
+        free(tokens);
+        free_media(spans, (int)h.n_media);
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file shrank while it was read");
+    }
     /* the sampler and the sequence each check their part before changing anything; the sampler's state as
      * it was comes back when the sequence refuses its part */
     const size_t old_n = st->sampler ? eli_sampler_state_size(st->sampler) : 0;
@@ -456,7 +465,14 @@ int eli_slot_restore(const char *path, eli_xseq *seq, eli_slot_state *st, float 
                         map.size);
     }
     eli_os_advise(&map, map.base, map.size, ELI_OS_SEQUENTIAL);
-    rc = restore_mapped(map.base, map.size, seq, st, logits, hidden, err);
+    rc = restore_mapped(&map, seq, st, logits, hidden, err);
+    if (!rc && eli_os_map_faulted(&map)) {
+        /* cut between the checks and the copy: the sequence holds zeros, so it starts over */
+        eli_seq_reset(seq);
+        free(st->tokens);
+        free_media(st->media, st->n_media);
+        rc = eli_fail(err, ELI_ERR_INVALID_ARG, "slot file shrank while it was read: the stream's sequence was reset");
+    }
     eli_os_unmap_file(&map);
     if (rc) eli_error_prefix(err, "restore_slot '%s'", path);
     return rc;

@@ -85,7 +85,8 @@ int eli_slot_save(const char *path, eli_xseq *seq, const eli_slot_state *st, con
                   eli_error *err);
 /* On success seq holds the file's state, logits (n_vocab floats) and hidden (n_embd) receive the saved ones
  * when they were valid, st->sampler (when set) the saved sampler state, and *st the rest. On failure
- * nothing is changed. */
+ * nothing is changed, except when another process cuts the file shorter after it was checked and while it
+ * is copied: then seq is reset (eli_seq_n_past 0) and the error says so. */
 int eli_slot_restore(const char *path, eli_xseq *seq, eli_slot_state *st, float *logits, float *hidden, eli_error *err);
 
 #endif

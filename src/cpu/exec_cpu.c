@@ -41,6 +41,12 @@ static const char *describe_reference(const eli_xmodel *xm) {
     return eli_kernels_reference()->name;
 }
 
+static void release(eli_xmodel *xm) {
+    cpu_model *cm = (cpu_model *)xm;
+    eli_os_free(cm->block, cm->block_len);
+    free(cm);
+}
+
 static eli_xmodel *prepare_with(const eli_exec *exec, eli_model *m, const eli_kernels *k, int repack, eli_error *err) {
     cpu_model *cm = calloc(1, sizeof *cm);
     if (!cm) {
@@ -52,6 +58,10 @@ static eli_xmodel *prepare_with(const eli_exec *exec, eli_model *m, const eli_ke
     cm->kernels = k;
     if (repack && eli_model_pack(m, k, &cm->block, &cm->block_len, err)) {
         free(cm);
+        return NULL;
+    }
+    if (gguf_check_mapping(m->file, err)) { /* the copy read zeros from a file cut shorter meanwhile */
+        release(&cm->base);
         return NULL;
     }
     return &cm->base;
@@ -78,11 +88,6 @@ static eli_xmodel *prepare_reference(eli_model *m, const eli_exec_options *o, el
     return prepare_with(&eli_exec_reference, m, eli_kernels_reference(), repack_of(o), err);
 }
 
-static void release(eli_xmodel *xm) {
-    cpu_model *cm = (cpu_model *)xm;
-    eli_os_free(cm->block, cm->block_len);
-    free(cm);
-}
 
 static eli_context_params context_params(const eli_seq_params *p) {
     eli_context_params c = eli_context_default_params();

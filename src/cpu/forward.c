@@ -472,9 +472,12 @@ static int forward_ubatch(eli_context *c, const int32_t *tokens, const float *em
         if (l->has_out_scale) /* (g) the whole residual stream is scaled */
             for (int64_t i = 0; i < T * m->hp.n_embd; i++) c->x[i] *= l->out_scale;
     }
-    if (!rc) c->n_past += T;
     if (!rc && (logits || hidden)) rc = head(c, all ? 0 : T - 1, T, logits, hidden);
-    return rc ? eli_fail(err, rc, "out of memory during the forward pass") : ELI_OK;
+    if (rc) return eli_fail(err, rc, "out of memory during the forward pass");
+    /* a model file cut shorter while mapped reads as zeros (mapguard.h): nothing computed from it counts */
+    if ((rc = gguf_check_mapping(m->file, err))) return rc;
+    c->n_past += T;
+    return ELI_OK;
 }
 
 static int check_batch(const eli_context *c, const eli_batch *b, eli_error *err) {
