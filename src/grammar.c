@@ -53,6 +53,7 @@ typedef struct {
     uint32_t n_ranges, cap_ranges;
     eli_grange *scratch; /* ranges of the class being parsed */
     size_t n_scratch, cap_scratch;
+    uint32_t ascii_class[128]; /* class index + 1 of each single ASCII character used in a literal */
     int depth;
 } parser;
 
@@ -330,11 +331,15 @@ static int scratch_add(parser *p, uint32_t lo, uint32_t hi) {
 }
 
 /* A one-code-point class (literal characters). */
+/* A one-code-point class (literal characters); an ASCII character's class is shared by all literals,
+ * so a state whose stacks wait on the same character (a long alternation) sees one class. */
 static int push_char(parser *p, uint32_t rule, uint32_t cp) {
+    if (cp < 128 && p->ascii_class[cp]) return push_sym(p, rule, ELI_GSYM_CLASS, p->ascii_class[cp] - 1);
     p->n_scratch = 0;
     uint32_t cls;
     int rc = scratch_add(p, cp, cp);
     if (!rc) rc = add_class(p, 0, &cls);
+    if (!rc && cp < 128) p->ascii_class[cp] = cls + 1;
     return rc ? rc : push_sym(p, rule, ELI_GSYM_CLASS, cls);
 }
 

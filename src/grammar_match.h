@@ -32,7 +32,7 @@
 /* Limits on what one machine may build. */
 #define ELI_GM_MAX_NODES (1u << 23)         /* stack nodes */
 #define ELI_GM_MAX_STATE_NODES (1u << 25)   /* summed sizes of all interned states */
-#define ELI_GM_MAX_STACKS 10000u            /* stacks in one state (an ambiguous grammar multiplies them) */
+#define ELI_GM_MAX_STACKS 65536u            /* stacks in one state (an ambiguous grammar multiplies them) */
 #define ELI_GM_MAX_GROUPS 65535u            /* code point groups of one state */
 #define ELI_GM_MAX_PART_BYTES (256u << 20)  /* memory of all partitions */
 
