@@ -57,7 +57,8 @@ int eli_grammar_matcher_complete(const eli_grammar_matcher *m);
 /* 1 if token may come next, 0 if not, negative on a limit (err). Ids out of range are not allowed. */
 int eli_grammar_allows(eli_grammar_matcher *m, int32_t token, eli_error *err);
 /* The allowed tokens as a bitmap (bit t of words[t / 64]; n_vocab bits, rounded up to 64). The
- * pointer stays valid until the next call on m. */
+ * pointer stays valid until the next call on m. Masks are kept internally in trie order; this costs
+ * one pass over the allowed tokens to put them in id order (eli_grammar_apply does not need it). */
 int eli_grammar_mask(eli_grammar_matcher *m, const uint64_t **bits, eli_error *err);
 /* Whether masks are cached per grammar state (default on; off measures the uncached walk). */
 void eli_grammar_matcher_cache_masks(eli_grammar_matcher *m, int on);

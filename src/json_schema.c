@@ -143,7 +143,7 @@ static int fail(conv *c, const char *fmt, ...) {
         va_start(ap, fmt);
         vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
-        eli_fail(c->err, ELI_ERR_INVALID_ARG, "JSON schema at %s: %s", c->path[0] ? c->path : "#", msg);
+        eli_fail(c->err, ELI_ERR_INVALID_ARG, "JSON schema at %s: %s", c->path, msg);
         c->failed = 1;
         c->code = ELI_ERR_INVALID_ARG;
     }
@@ -1037,7 +1037,7 @@ int eli_json_schema_to_gbnf(const char *schema, size_t len, char **out, eli_erro
     eli_error jerr = {0};
     eli_json *root = eli_json_parse(schema, len, &jerr);
     if (!root) return eli_fail(err, jerr.code, "JSON schema: %s", jerr.msg);
-    conv c = {.root = root, .err = err};
+    conv c = {.root = root, .err = err, .path = "#"};
     sbuf top = {0};
     int rc = visit(&c, root, "root", &top);
     sbuf g = {0};

@@ -167,6 +167,7 @@ int main(void) {
         walk("envelope", envelope_gbnf, "{\"thought\": \"The user greets me.\", \"replyText\": \"Hello! How can I help?\", "
                                          "\"actions\": [\"REPLY\"]}", 1);
         walk("bounded", "root ::= \"<\" [a-z ]{0,30} \">\" [0-9]{1,6}", "<hello world and more>123456", 1);
+        walk("bounded string", "root ::= \"\\\"\" [^\"\\\\]{0,12} \"\\\"\" [0-9]*", "\"ab cd, é!\"42", 1);
         walk("words", "root ::= ( \"the\" | \"theory\" | \"thermal\" | \" \" | [.,] )+", "the theory, the thermal. the", 1);
         test_partial();
         test_token_refs();

@@ -28,6 +28,7 @@ static const cli_command commands[] = {
     {"bench-chat", cli_bench_chat, "a long multi-turn chat: prefix reuse, TTFT of follow-ups vs fresh prompts, RSS per turn"},
     {"synth", cli_synth, "write a random-weight Gemma 4 GGUF with the true geometry of a model size"},
     {"grammar", cli_grammar, "check texts against GBNF grammars; print the GBNF of a JSON schema"},
+    {"bench-grammar", cli_bench_grammar, "per-token cost of a grammar constraint over a whole vocabulary"},
 };
 
 static void usage(FILE *out) {
