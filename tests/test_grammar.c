@@ -14,22 +14,6 @@
 #include "json.h"
 #include "test.h"
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) buf[n] = '\0', *len = (size_t)n;
-    return buf;
-}
-
 /* The CLI's output lines for `grammar --check-jsonl path extra`, in one malloc'ed buffer (lines split
  * in place); returns the number of lines. */
 static size_t run_checker(const char *path, const char *extra, char **buf, char ***lines) {
@@ -63,7 +47,7 @@ static void test_reference_cases(const char *file, const char *extra) {
     char path[1024];
     snprintf(path, sizeof path, "%s/tests/data/grammar/%s", ELI_SOURCE_DIR, file);
     size_t len;
-    char *data = read_file(path, &len), *out, **lines;
+    char *data = test_read_file(path, &len), *out, **lines;
     CHECK(data != NULL, "cannot read %s", path);
     if (!data) return;
     size_t n_out = run_checker(path, extra, &out, &lines), n = 0;
@@ -220,12 +204,19 @@ static void test_hostile(void) {
 
 /* ---- positions -------------------------------------------------------------------------------- */
 
+/* A machine for grammar text (the grammar in *g); NULL (a failed check) if either fails. */
+static eli_grammar_machine *machine_for(const char *text, eli_grammar **g) {
+    eli_error err = {0};
+    eli_grammar_machine *m = NULL;
+    CHECK(!parse(text, g, &err) && !eli_grammar_machine_new(*g, &m, &err), "%s: %s", text, err.msg);
+    return m;
+}
+
 static void test_positions(void) {
     eli_error err = {0};
     eli_grammar *g;
-    eli_grammar_machine *m;
-    CHECK(!parse("root ::= \"x\" ( \"é\" | \"€\" | \"😀\" )+ \"!\"", &g, &err), "%s", err.msg);
-    CHECK(!eli_grammar_machine_new(g, &m, &err), "%s", err.msg);
+    eli_grammar_machine *m = machine_for("root ::= \"x\" ( \"é\" | \"€\" | \"😀\" )+ \"!\"", &g);
+    if (!m) return;
     eli_grammar_pos p = eli_grammar_start(m);
     CHECK(eli_grammar_accept_bytes(m, &p, "x\xC3", 2, &err) == 1 && p.n_partial == 1, "a character split across calls");
     eli_grammar_pos snap = p;
@@ -284,9 +275,8 @@ static void test_positions(void) {
 static void test_token_refs(void) {
     eli_error err = {0};
     eli_grammar *g;
-    eli_grammar_machine *m;
-    CHECK(!parse("root ::= \"a\" ( <[5]> | !<[7]> \"z\" )", &g, &err), "%s", err.msg);
-    CHECK(!eli_grammar_machine_new(g, &m, &err), "%s", err.msg);
+    eli_grammar_machine *m = machine_for("root ::= \"a\" ( <[5]> | !<[7]> \"z\" )", &g);
+    if (!m) return;
     eli_grammar_pos p = eli_grammar_start(m);
     CHECK(eli_gm_next_token(m, p.state, 5) == ELI_GM_DEAD, "no token before 'a'");
     CHECK(eli_grammar_accept_bytes(m, &p, "a", 1, &err) == 1, "a");

@@ -52,13 +52,22 @@ static int check_position(eli_grammar_matcher *m, const char *what, size_t step)
     return allowed;
 }
 
+/* A matcher for grammar text over the vocabulary (the grammar in *g); NULL (a failed check) on error. */
+static eli_grammar_matcher *matcher_for(const char *g_text, eli_grammar **g) {
+    eli_error err = {0};
+    eli_grammar_matcher *m = NULL;
+    *g = NULL;
+    CHECK(!eli_grammar_parse(g_text, strlen(g_text), tok, g, &err) && !eli_grammar_matcher_new(*g, vocab, &m, &err), "%s: %s",
+          g_text, err.msg);
+    return m;
+}
+
 /* Walks a text's tokens through grammar text g, checking the mask before each token and at the end. */
 static void walk(const char *what, const char *g_text, const char *text, int cached) {
     eli_error err = {0};
     eli_grammar *g;
-    eli_grammar_matcher *m;
-    CHECK(!eli_grammar_parse(g_text, strlen(g_text), tok, &g, &err), "%s: %s", what, err.msg);
-    CHECK(!eli_grammar_matcher_new(g, vocab, &m, &err), "%s: %s", what, err.msg);
+    eli_grammar_matcher *m = matcher_for(g_text, &g);
+    if (!m) return;
     eli_grammar_matcher_cache_masks(m, cached);
     int32_t *ids;
     size_t n;
@@ -98,10 +107,8 @@ static const char *const envelope_gbnf =
 static void test_partial(void) {
     eli_error err = {0};
     eli_grammar *g;
-    eli_grammar_matcher *m;
-    const char *gt = "root ::= ( \"€\" | \"é\" | [a-c] )+";
-    CHECK(!eli_grammar_parse(gt, strlen(gt), tok, &g, &err), "%s", err.msg);
-    CHECK(!eli_grammar_matcher_new(g, vocab, &m, &err), "%s", err.msg);
+    eli_grammar_matcher *m = matcher_for("root ::= ( \"€\" | \"é\" | [a-c] )+", &g);
+    if (!m) return;
     int32_t e2 = eli_tokenizer_find(tok, "<0xE2>", 6), x82 = eli_tokenizer_find(tok, "<0x82>", 6),
             xac = eli_tokenizer_find(tok, "<0xAC>", 6), c3 = eli_tokenizer_find(tok, "<0xC3>", 6),
             xa9 = eli_tokenizer_find(tok, "<0xA9>", 6), f0 = eli_tokenizer_find(tok, "<0xF0>", 6);
@@ -132,10 +139,8 @@ static void test_partial(void) {
 static void test_token_refs(void) {
     eli_error err = {0};
     eli_grammar *g;
-    eli_grammar_matcher *m;
-    const char *gt = "root ::= \"x\" ( <|turn> | !<[2]> ) \"y\"";
-    CHECK(!eli_grammar_parse(gt, strlen(gt), tok, &g, &err), "%s", err.msg);
-    CHECK(!eli_grammar_matcher_new(g, vocab, &m, &err), "%s", err.msg);
+    eli_grammar_matcher *m = matcher_for("root ::= \"x\" ( <|turn> | !<[2]> ) \"y\"", &g);
+    if (!m) return;
     int32_t x = eli_tokenizer_find(tok, "x", 1), turn = eli_tokenizer_find(tok, "<|turn>", 7);
     CHECK(x >= 0 && turn == 105, "ids");
     CHECK(eli_grammar_allows(m, turn, &err) == 0, "control token refused where text is expected");
