@@ -37,9 +37,14 @@ static int check_position(eli_grammar_matcher *m, const char *what, size_t step)
     if (!bits) return 0;
     eli_grammar_machine *gm = eli_grammar_matcher_machine(m);
     eli_grammar_pos pos = eli_grammar_matcher_pos(m);
+    static float logits[1 << 18];
+    for (int32_t t = 0; t < n; t++) logits[t] = (float)(t % 7);
+    CHECK(n <= (1 << 18) && !eli_grammar_apply(m, logits, &err), "%s: apply: %s", what, err.msg);
     int bad = 0, allowed = 0;
     for (int32_t t = 0; t < n; t++) {
         int want = brute_allows(gm, pos, t), got = (int)(bits[t >> 6] >> (t & 63) & 1);
+        if (logits[t] != (want ? (float)(t % 7) : -INFINITY) && bad++ < 5)
+            CHECK(0, "%s step %zu: token %d: logit %g after apply, allowed %d", what, step, t, logits[t], want);
         allowed += got;
         if (want != got && bad++ < 5) {
             size_t l;
