@@ -270,13 +270,51 @@ static int re_bracket(regex *re, eli_strbuf *e) {
     return rc;
 }
 
-static int re_alternatives(regex *re, eli_strbuf *e);
+static int re_alternatives(regex *re, eli_strbuf *e, int *has_empty);
 
-/* One atom and its quantifier. */
-static int re_atom(regex *re, eli_strbuf *e) {
+/* A quantifier at re->pos, if any: *min, *max (UINT64_MAX: none); 0 none, 1 one, -1 error. */
+static int re_quantifier(regex *re, uint64_t *min, uint64_t *max) {
+    if (re->pos >= re->n) return 0;
+    char q = re->s[re->pos];
+    if (q == '*' || q == '+' || q == '?') {
+        *min = q == '+';
+        *max = q == '?' ? 1 : UINT64_MAX;
+        re->pos++;
+    } else if (q == '{') {
+        uint64_t m = 0, n = 0;
+        int has_n = 0, ok = 0;
+        size_t p = re->pos + 1, digits = 0;
+        while (p < re->n && re->s[p] >= '0' && re->s[p] <= '9' && m <= ELI_GRAMMAR_MAX_REPEAT) m = m * 10 + (unsigned)(re->s[p++] - '0'), digits++;
+        if (digits && p < re->n && re->s[p] == '}') ok = 1, n = m, has_n = 1;
+        else if (digits && p < re->n && re->s[p] == ',') {
+            p++;
+            size_t d2 = 0;
+            while (p < re->n && re->s[p] >= '0' && re->s[p] <= '9' && n <= ELI_GRAMMAR_MAX_REPEAT) n = n * 10 + (unsigned)(re->s[p++] - '0'), d2++;
+            has_n = d2 > 0;
+            ok = p < re->n && re->s[p] == '}';
+        }
+        if (!ok) return fail(re, "pattern: bad {m,n} repetition");
+        if (m > ELI_GRAMMAR_MAX_REPEAT || (has_n && (n > ELI_GRAMMAR_MAX_REPEAT || n < m))) return fail(re, "pattern: bad repetition counts");
+        re->pos = p + 1;
+        *min = m;
+        *max = has_n ? n : UINT64_MAX;
+    } else {
+        return 0;
+    }
+    if (re->pos < re->n && re->s[re->pos] == '?') re->pos++; /* lazy: the same strings */
+    else if (re->pos < re->n && re->s[re->pos] == '+') return fail(re, "pattern: possessive quantifiers are not supported");
+    return 1;
+}
+
+/* One atom and its quantifier; *wrote: whether it added anything (a group of empty alternatives does
+ * not). A group with an empty alternative is written without it and made optional instead, and a
+ * repeated one repeats its non-empty part from zero times: a repeated item that can be empty by
+ * itself would be left recursion to the GBNF parser ((|a)+ is a*). */
+static int re_atom(regex *re, eli_strbuf *e, int *wrote) {
     char ch = re->s[re->pos];
     eli_strbuf atom = {0};
-    int rc = 0;
+    int rc = 0, optional = 0;
+    *wrote = 1;
     if (ch == '(') {
         if (++re->depth > 64) return fail(re, "pattern: groups nested deeper than 64");
         re->pos++;
@@ -285,11 +323,13 @@ static int re_atom(regex *re, eli_strbuf *e) {
             re->pos += 2;
         }
         eli_sb_puts(&atom, "(");
-        rc = re_alternatives(re, &atom);
+        int n_alts = re_alternatives(re, &atom, &optional);
+        rc = n_alts < 0 ? -1 : 0;
         if (!rc && (re->pos >= re->n || re->s[re->pos] != ')')) rc = fail(re, "pattern: missing ')'");
         re->pos++;
         re->depth--;
         eli_sb_puts(&atom, " )");
+        if (!rc && n_alts == 0) *wrote = 0;
     } else if (ch == '[') {
         rc = re_bracket(re, &atom);
     } else if (ch == '.') {
@@ -325,64 +365,54 @@ static int re_atom(regex *re, eli_strbuf *e) {
         else rc = emit_set(re, &s, &atom);
         free(s.r);
     }
-    if (rc) {
+    uint64_t min = 1, max = 1;
+    int q = rc ? 0 : re_quantifier(re, &min, &max);
+    if (rc || q < 0) {
         free(atom.p);
-        return rc;
+        return -1;
     }
-    eli_sb_put(e, atom.p, atom.n);
+    if (*wrote) {
+        eli_sb_put(e, atom.p, atom.n);
+        eli_sb_gbnf_repeat(e, optional ? 0 : min, max);
+    }
     free(atom.p);
-    /* quantifier */
-    if (re->pos < re->n) {
-        char q = re->s[re->pos];
-        if (q == '*' || q == '+' || q == '?') {
-            eli_sb_put(e, &q, 1);
-            re->pos++;
-        } else if (q == '{') {
-            unsigned long long m = 0, n = 0;
-            int has_n = 0, ok = 0;
-            size_t p = re->pos + 1, digits = 0;
-            while (p < re->n && re->s[p] >= '0' && re->s[p] <= '9' && m <= ELI_GRAMMAR_MAX_REPEAT) m = m * 10 + (unsigned)(re->s[p++] - '0'), digits++;
-            if (digits && p < re->n && re->s[p] == '}') ok = 1, n = m, has_n = 1;
-            else if (digits && p < re->n && re->s[p] == ',') {
-                p++;
-                size_t d2 = 0;
-                while (p < re->n && re->s[p] >= '0' && re->s[p] <= '9' && n <= ELI_GRAMMAR_MAX_REPEAT) n = n * 10 + (unsigned)(re->s[p++] - '0'), d2++;
-                has_n = d2 > 0;
-                ok = p < re->n && re->s[p] == '}';
-            }
-            if (!ok) return fail(re, "pattern: bad {m,n} repetition");
-            if (m > ELI_GRAMMAR_MAX_REPEAT || (has_n && (n > ELI_GRAMMAR_MAX_REPEAT || n < m))) return fail(re, "pattern: bad repetition counts");
-            re->pos = p + 1;
-            eli_sb_gbnf_repeat(e, m, has_n ? n : UINT64_MAX);
-        } else {
-            return 0;
-        }
-        if (re->pos < re->n && re->s[re->pos] == '?') re->pos++; /* lazy: the same strings */
-        else if (re->pos < re->n && re->s[re->pos] == '+') return fail(re, "pattern: possessive quantifiers are not supported");
-    }
     return 0;
 }
 
+/* One alternative: the number of atoms written (0: it is empty), -1 on error. */
 static int re_sequence(regex *re, eli_strbuf *e) {
-    int any = 0;
+    int n = 0;
     while (re->pos < re->n && re->s[re->pos] != '|' && re->s[re->pos] != ')') {
         if (re->s[re->pos] == '$' && re->pos + 1 == re->n) break;
-        eli_sb_puts(e, " ");
-        if (re_atom(re, e)) return -1;
-        any = 1;
+        eli_strbuf one = {0};
+        int wrote;
+        eli_sb_puts(&one, " ");
+        int rc = re_atom(re, &one, &wrote);
+        if (!rc && wrote) eli_sb_put(e, one.p, one.n), n++;
+        free(one.p);
+        if (rc) return -1;
     }
-    if (!any) eli_sb_puts(e, " \"\"");
-    return 0;
+    return n;
 }
 
-static int re_alternatives(regex *re, eli_strbuf *e) {
-    if (re_sequence(re, e)) return -1;
-    while (re->pos < re->n && re->s[re->pos] == '|') {
+/* The alternatives into e, joined by " |", leaving out the empty ones (*has_empty says there was one).
+ * Returns how many were written, -1 on error. */
+static int re_alternatives(regex *re, eli_strbuf *e, int *has_empty) {
+    int written = 0;
+    for (;;) {
+        eli_strbuf alt = {0};
+        int n = re_sequence(re, &alt);
+        if (n > 0) {
+            if (written++) eli_sb_puts(e, " |");
+            eli_sb_put(e, alt.p, alt.n);
+        } else if (n == 0) {
+            *has_empty = 1;
+        }
+        free(alt.p);
+        if (n < 0) return -1;
+        if (re->pos >= re->n || re->s[re->pos] != '|') return written;
         re->pos++;
-        eli_sb_puts(e, " |");
-        if (re_sequence(re, e)) return -1;
     }
-    return 0;
 }
 
 int eli_json_pattern_gbnf(const char *pattern, size_t len, const char *char_rule_name, eli_strbuf *out, int *used_char,
@@ -394,11 +424,11 @@ int eli_json_pattern_gbnf(const char *pattern, size_t len, const char *char_rule
     eli_sb_puts(out, "\"\\\"\" ");
     if (!anchored_start) eli_sb_printf(out, "%s* ", char_rule(&re));
     eli_sb_puts(out, "(");
-    int rc = re_alternatives(&re, out);
+    int has_empty = 0, n_alts = re_alternatives(&re, out, &has_empty), rc = n_alts < 0 ? -1 : 0;
     if (!rc && re.pos < re.n && re.s[re.pos] == ')') rc = fail(&re, "pattern: unbalanced ')'");
     if (!rc && anchored_end) re.pos++;
     if (!rc && re.pos != re.n) rc = fail(&re, "pattern: unexpected '%c'", re.s[re.pos]);
-    eli_sb_puts(out, " )");
+    eli_sb_puts(out, n_alts == 0 ? " \"\" )" : has_empty ? " )?" : " )");
     if (!anchored_end) eli_sb_printf(out, " %s*", char_rule(&re));
     eli_sb_puts(out, " \"\\\"\"");
     *used_char = re.used_char;

@@ -288,6 +288,70 @@ static void test_token_refs(void) {
     eli_grammar_free(g);
 }
 
+/* Mutated grammars (every case grammar with random bytes changed, inserted, cut) parse or fail
+ * cleanly, and what parses runs over random text (ASan and UBSan watch the build that runs this). */
+static void test_mutations(void) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/grammar/cases.jsonl", ELI_SOURCE_DIR);
+    size_t len;
+    char *data = test_read_file(path, &len);
+    CHECK(data != NULL, "%s", path);
+    if (!data) return;
+    static const char pieces[] = "\"[]()|*+?{},-^.\\<>!#:= \nax0\xc3\xa9";
+    uint64_t rng = 12345;
+    int parsed = 0, total = 0;
+    char *prev = NULL; /* the previous line's grammar (cases come grouped by grammar) */
+    for (char *line = data; *line;) {
+        char *nl = strchr(line, '\n');
+        size_t l = nl ? (size_t)(nl - line) : strlen(line);
+        eli_json *c = eli_json_parse(line, l, NULL);
+        const char *g = c ? eli_json_get_str(c, "grammar") : NULL;
+        if (g && (!prev || strcmp(prev, g))) { /* each distinct grammar once */
+            size_t gl = strlen(g);
+            for (int k = 0; k < 12; k++) {
+                char buf[4096];
+                size_t n = gl < sizeof buf - 8 ? gl : sizeof buf - 8;
+                memcpy(buf, g, n);
+                for (int e = 0; e < 1 + k % 3; e++) {
+                    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+                    size_t at = n ? rng % (n + 1) : 0;
+                    char ch = pieces[(rng >> 20) % (sizeof pieces - 1)];
+                    switch ((rng >> 40) % 3) {
+                    case 0: if (at < n) buf[at] = ch; break;                                  /* change */
+                    case 1: memmove(buf + at + 1, buf + at, n - at), buf[at] = ch, n++; break; /* insert */
+                    default: n = at; break;                                                    /* cut */
+                    }
+                }
+                eli_error err;
+                char text[16];
+                for (int i = 0; i < 16; i++) text[i] = pieces[(rng >> (i * 3)) % (sizeof pieces - 1)];
+                int rc = 0;
+                eli_grammar *gr;
+                if (eli_grammar_parse(buf, n, NULL, &gr, &err) == ELI_OK) {
+                    eli_grammar_machine *m;
+                    if (eli_grammar_machine_new(gr, &m, &err) == ELI_OK) {
+                        eli_grammar_pos p = eli_grammar_start(m);
+                        for (int i = 0; i < 16 && rc >= 0; i++) rc = eli_grammar_accept_bytes(m, &p, text + i, 1, &err);
+                        eli_grammar_machine_free(m);
+                    }
+                    eli_grammar_free(gr);
+                    parsed++;
+                } else {
+                    CHECK(err.msg[0] != '\0', "a refused grammar has a message");
+                }
+                total++;
+            }
+        }
+        free(prev);
+        prev = g ? strdup(g) : NULL;
+        line = nl ? nl + 1 : line + l;
+        eli_json_free(c);
+    }
+    free(prev);
+    CHECK(total > 1000 && parsed > 0, "%d mutations, %d parsed", total, parsed);
+    free(data);
+}
+
 int main(void) {
     test_reference_cases("cases.jsonl", "");
     char vocab[1200];
@@ -297,5 +361,6 @@ int main(void) {
     test_hostile();
     test_positions();
     test_token_refs();
+    test_mutations();
     TEST_MAIN_END();
 }

@@ -242,9 +242,15 @@ static void test_patterns(void) {
         {"bc$", "\"bcd\"", "reject"},
         {"^[\\\\d\\\\-]{3}$", "\"1-2\"", "accept"},
         {"^\\\\u0041$", "\"A\"", "accept"},
+        {"^(|ba[rz])+$", "\"barbaz\"", "accept"}, /* a repeated group with an empty alternative */
+        {"^(|ba[rz])+$", "\"\"", "accept"},
+        {"^(|a){2,3}b$", "\"aaab\"", "accept"},
+        {"^(|a){2,3}b$", "\"aaaab\"", "reject"},
+        {"^()+x$", "\"x\"", "accept"},
     };
     size_t n = sizeof cases / sizeof cases[0];
     char *grammars[32], *texts[32], *answers[32] = {0};
+    CHECK(n <= 32, "%zu cases", n);
     for (size_t i = 0; i < n; i++) {
         char schema[256];
         snprintf(schema, sizeof schema, "{\"type\": \"string\", \"pattern\": \"%s\"}", cases[i].pattern);
