@@ -11,9 +11,11 @@ all:
 	@cmake -S . -B $(BUILD) -DCMAKE_C_COMPILER=$(CC) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# The Node.js host test needs koffi (from the npm registry, pinned by tests/node/package-lock.json).
+# The host tests need koffi (Node.js) and bun from the npm registry, pinned by tests/{node,bun}/package-lock.json.
 deps:
 	@[ -d tests/node/node_modules/koffi ] || npm ci --prefix tests/node --no-audit --no-fund >/dev/null
+	@[ -x tests/bun/node_modules/.bin/bun ] || npm ci --prefix tests/bun --no-audit --no-fund >/dev/null || \
+	  echo "bun could not be installed from npm: the Bun host test will be skipped"
 
 test: all deps
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -37,15 +37,17 @@ extern "C" {
 
 #define ELIZA_INFERENCE_ABI_VERSION "13"
 
-/* Status codes. */
-#define ELIZA_OK 0
-#define ELIZA_ERR_NOT_IMPLEMENTED (-1)
-#define ELIZA_ERR_INVALID_ARG (-2)
-#define ELIZA_ERR_BUNDLE_INVALID (-3)
-#define ELIZA_ERR_FFI_FAULT (-4)
-#define ELIZA_ERR_OOM (-5)
-#define ELIZA_ERR_ABI_MISMATCH (-6)
-#define ELIZA_ERR_CANCELLED (-7)
+/* Status codes (eliza_inference_strerror names them). */
+#define ELIZA_OK 0                    /* success (calls that return a count return it, >= 0) */
+#define ELIZA_ERR_NOT_IMPLEMENTED (-1) /* this build or bundle lacks the feature (a family without an engine,
+                                        * a region whose file is absent, a cache type not built in) */
+#define ELIZA_ERR_INVALID_ARG (-2)    /* a bad argument, handle, configuration or state; also a file that
+                                        * is not what it claims (a damaged slot file) */
+#define ELIZA_ERR_BUNDLE_INVALID (-3) /* the bundle directory or one of its model files is unusable */
+#define ELIZA_ERR_FFI_FAULT (-4)      /* an internal invariant failed (a bug: please report it) */
+#define ELIZA_ERR_OOM (-5)            /* out of memory */
+#define ELIZA_ERR_ABI_MISMATCH (-6)   /* a struct or file of another ABI generation */
+#define ELIZA_ERR_CANCELLED (-7)      /* eliza_inference_llm_stream_cancel was called */
 
 /* Embedding pooling. ELIZA_POOLING_NONE is rejected by eliza_inference_embed. */
 #define ELIZA_POOLING_NONE 0
@@ -55,6 +57,13 @@ extern "C" {
 
 typedef struct EliInferenceContext EliInferenceContext;
 typedef struct EliLlmStream EliLlmStream;
+/* Handles of the families this build answers with ELIZA_ERR_NOT_IMPLEMENTED (see "the whole host
+ * surface" below); their open functions return NULL. */
+typedef struct EliAsrStream EliAsrStream;
+typedef struct EliVad EliVad;
+typedef struct EliWakeWord EliWakeWord;
+typedef struct EliSpeaker EliSpeaker;
+typedef struct EliDiariz EliDiariz;
 
 /* Stream configuration: 88 bytes on 64-bit targets, natural alignment, little-endian. Zero-initialise and
  * set what you need; prompt_cache_key, mtp_drafter_path, gbnf_grammar, cache_type_k/v may be NULL. */
@@ -97,16 +106,29 @@ ELIZA_STATIC_ASSERT(offsetof(eliza_llm_stream_config_t, context_size) == 80, "co
 
 /* The ABI generation as a static decimal string ("13"). Hosts refuse to bind on mismatch. */
 ELIZA_API const char *eliza_inference_abi_version(void);
+/* The name and meaning of a status code ("ELIZA_ERR_CANCELLED: ..."), a static string; codes >= 0 are
+ * "ELIZA_OK", unknown negative codes "unknown status code". */
+ELIZA_API const char *eliza_inference_strerror(int code);
 
 /* ---- context over a bundle ----
  * bundle_dir is a directory (text/<model>.gguf: the first .gguf under text/, sorted, whose lowercase name
  * contains none of "mmproj", "tokenizer", "codec"; optional mtp/drafter-<slug>.gguf, vision/,
- * eliza-1.manifest.json) or, for convenience, the path of one .gguf file. No weights are loaded here. */
+ * eliza-1.manifest.json) or, for convenience, the path of one .gguf file. No weights are loaded here.
+ * A manifest, when present, is checked: every file it lists ("files": an array of {path, size} entries, or
+ * an object of such arrays by role; "sizeBytes" is read as "size") must exist inside the bundle with the
+ * declared size, else ELIZA_ERR_BUNDLE_INVALID naming the file (sha256 sums are the installer's job). */
 ELIZA_API EliInferenceContext *eliza_inference_create(const char *bundle_dir, char **out_error);
-/* NULL-safe. Streams must be closed first (open streams are closed by it). */
+/* NULL-safe, and safe on a handle already destroyed (it is refused, not freed twice; the library
+ * remembers the last 256 closed handles of each kind). Open streams of the context are closed with it;
+ * calls running on other threads are waited for (streams get their cancel flag raised first). Do not
+ * call it from inside a callback of the same context. */
 ELIZA_API void eliza_inference_destroy(EliInferenceContext *ctx);
-/* Loads ("acquire") or drops ("evict") a region: "text" (and "mtp"; "vision" is not available in this
- * build). Evicting a region an open stream uses is refused with ELIZA_ERR_INVALID_ARG. Loading copies the
+/* Loads ("acquire") or drops ("evict") a region. The names: "text" (the text model and its tokenizer),
+ * "mtp" and "dflash" (both the MTP drafter), "vision", "asr", "tts", "vad", "wakeword". A region this
+ * build or bundle lacks (no drafter in the bundle; no vision or audio tower; no TTS, VAD or wake-word
+ * engine in this build) answers ELIZA_ERR_NOT_IMPLEMENTED; any other name ELIZA_ERR_INVALID_ARG.
+ * Evicting the text model while a stream is open is refused with ELIZA_ERR_INVALID_ARG; tokenize,
+ * detokenize, embed and eot_score calls in flight on other threads finish first. Loading copies the
  * weight matrices out of the file mapping into anonymous huge-page memory, rearranged for the CPU's
  * kernels (E2B: 0.3-2.6 s measured, most of it the first touch of the new pages), when they fit in the
  * memory available; ELIZA_LLM_REPACK=0 keeps them in the mapping ("1", the default, copies; any other
@@ -119,7 +141,12 @@ ELIZA_API int eliza_inference_mmap_evict(EliInferenceContext *ctx, const char *r
 /* ---- streaming generation ---- */
 
 /* Chooses a backend (ELIZA_LLM_BACKEND, else the highest-ranked available one, else built-in), loads the
- * text model on first use and creates the stream's KV state and sampler. cfg is copied. The stream's KV
+ * text model on first use and creates the stream's KV state and sampler. cfg is copied and validated:
+ * non-finite or negative sampling values, a draft window with draft_min > draft_max, a negative
+ * context_size (an older 80-byte struct leaves whatever lies at offset 80: any value is checked) and
+ * unknown cache type names are ELIZA_ERR_INVALID_ARG; cache_type_k and cache_type_v are chosen
+ * independently among f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 (the hosts' low-bit names qjl1_256 q4_polar
+ * tbq3_0 tbq4_0 answer ELIZA_ERR_NOT_IMPLEMENTED in this build). The stream's KV
  * cache, window checkpoints and scratch buffers are made resident here, so its memory does not grow
  * afterwards however long the conversation (about 0.4 s for E2B at a 32K context); the environment
  * variable ELIZA_LLM_RESERVE=0 lets their pages become resident as they are first written instead
@@ -127,31 +154,36 @@ ELIZA_API int eliza_inference_mmap_evict(EliInferenceContext *ctx, const char *r
 ELIZA_API EliLlmStream *eliza_inference_llm_stream_open(EliInferenceContext *ctx, const eliza_llm_stream_config_t *cfg,
                                                         char **out_error);
 /* Appends n tokens at the stream's position, in batches, checking the cancel flag between batches
- * (ELIZA_ERR_CANCELLED). Ids outside the vocabulary and context overflow are ELIZA_ERR_INVALID_ARG.
- * n == 0 is OK. */
+ * (ELIZA_ERR_CANCELLED). Ids outside the vocabulary and context overflow (the last generated token counts:
+ * it takes a position too) are ELIZA_ERR_INVALID_ARG, checked before any id is read. n == 0 is OK. */
 ELIZA_API int eliza_inference_llm_stream_prefill(EliLlmStream *s, const int32_t *ids, size_t n, char **out_error);
 /* One step: up to tokens_cap committed tokens (bounded by max_tokens) and their text (NUL-terminated, at
- * most text_cap - 1 bytes; a UTF-8 character is never split; special tokens render as empty text).
- * An end-of-generation token is not emitted and ends the stream. Returns 0 = more to come, 1 = final
- * (EOG or max_tokens; later calls keep returning 1 with no tokens), negative on error
- * (ELIZA_ERR_CANCELLED after a cancel). drafter_*_out (may be NULL) receive this step's MTP drafted and
- * accepted counts (0 without MTP). */
+ * most text_cap - 1 bytes; a UTF-8 character is never split; special tokens render as empty text; text_cap
+ * 0 drops the text, else it must be >= 5). An end-of-generation token is not emitted and ends the stream.
+ * Returns 0 = more to come, 1 = final (EOG, max_tokens or a full context; later calls keep returning 1
+ * with no tokens), negative on error (ELIZA_ERR_CANCELLED after a cancel). The step that reaches
+ * max_tokens or fills the context returns 1 itself (no extra call that yields nothing), unless its text
+ * did not fit in text_cap: the rest comes with the next call. drafter_*_out (may be NULL) receive this
+ * step's MTP drafted and accepted counts (0 without MTP). */
 ELIZA_API int eliza_inference_llm_stream_next(EliLlmStream *s, int32_t *tokens_out, size_t tokens_cap,
                                               size_t *num_tokens_out, char *text_out, size_t text_cap,
                                               int32_t *drafter_drafted_out, int32_t *drafter_accepted_out,
                                               char **out_error);
-/* Sets an atomic flag (any thread); it holds until reset / reset_keep. Returns ELIZA_OK. */
+/* Sets an atomic flag (any thread, at any time, also while the stream is being closed); it holds until
+ * reset / reset_keep. Returns ELIZA_OK, or ELIZA_ERR_INVALID_ARG for a closed or unknown stream. */
 ELIZA_API int eliza_inference_llm_stream_cancel(EliLlmStream *s);
 /* Clears KV, sampler, counters, end-of-stream and cancel. */
 ELIZA_API int eliza_inference_llm_stream_reset(EliLlmStream *s);
 /* Keeps the first n_keep positions (clamped to [0, n_past]), drops the rest, clears end-of-stream and
  * cancel; returns the number kept (>= 0). */
 ELIZA_API int eliza_inference_llm_stream_reset_keep(EliLlmStream *s, int32_t n_keep);
-/* Persist / restore the stream's tokens and KV. Restore checks that the file belongs to the same model
- * and configuration. */
+/* Persist / restore the stream's tokens and KV (also a stream whose context is full). Restore checks that
+ * the file belongs to the same model and configuration (context size, ubatch, K and V types) and is intact
+ * (checksum, counts, finite logits); on any error the stream is unchanged. */
 ELIZA_API int eliza_inference_llm_stream_save_slot(EliLlmStream *s, const char *path, char **out_error);
 ELIZA_API int eliza_inference_llm_stream_restore_slot(EliLlmStream *s, const char *path, char **out_error);
-/* NULL-safe. */
+/* NULL-safe and safe on a stream already closed. A next() or prefill() running on another thread is
+ * cancelled and waited for. */
 ELIZA_API void eliza_inference_llm_stream_close(EliLlmStream *s);
 
 /* ---- text utilities ---- */
@@ -161,19 +193,139 @@ ELIZA_API void eliza_inference_llm_stream_close(EliLlmStream *s);
 ELIZA_API int eliza_inference_tokenize(EliInferenceContext *ctx, const char *text, size_t text_len, int add_special,
                                        int parse_special, int **out_tokens, size_t *out_n, char **out_error);
 /* Writes the text of tokens (NUL-terminated) and returns the bytes written (without the NUL). A buffer too
- * small is ELIZA_ERR_INVALID_ARG with the needed size in the message. remove_special drops <bos>/<eos>;
- * unparse_special renders control tokens. */
+ * small for all of it receives as much as fits, cut at a UTF-8 character boundary, and the call still
+ * succeeds (the return value tells how much). remove_special drops <bos>/<eos>; unparse_special renders
+ * control tokens. */
 ELIZA_API int eliza_inference_detokenize(EliInferenceContext *ctx, const int *tokens, size_t n, int remove_special,
                                          int unparse_special, char *out_text, size_t max_text_bytes,
                                          char **out_error);
 /* Embedding of text: the model's final hidden states (after output_norm) pooled (MEAN, CLS = first token,
- * LAST) and L2-normalized. out_capacity < dimension: writes nothing, sets *out_dim, ELIZA_ERR_INVALID_ARG. */
+ * LAST) and L2-normalized. out NULL or out_capacity < dimension: writes nothing, sets *out_dim (to ask for
+ * the dimension), ELIZA_ERR_INVALID_ARG. */
 ELIZA_API int eliza_inference_embed(EliInferenceContext *ctx, const char *text, size_t text_len, int pooling,
                                     float *out, size_t out_capacity, int *out_dim, char **out_error);
-/* Probability of target_id as the next token after ids, and the most likely token with its probability. */
+/* Probability of target_id as the next token after ids, and the most likely token with its probability.
+ * More ids than the scoring context holds (ELIZA_LLM_N_CTX, else 8192, clamped to the model's trained
+ * context): the last ones that fit are scored (tail truncation), not an error. */
 ELIZA_API int eliza_inference_llm_eot_score(EliInferenceContext *ctx, const int32_t *ids, size_t n, int32_t target_id,
                                             float *out_target_prob, int32_t *out_top_token, float *out_top_prob,
                                             char **out_error);
+
+/* ---- speculative decoding events ----
+ * After every MTP verification (a stream opened with draft_min > 0 and draft_max > 0), on the thread
+ * that drives the stream and before the tokens of that round are returned by next():
+ *   accepted_token_ids / n_accepted: the drafted tokens the target model accepted (committed);
+ *   rejected_from / rejected_to: the half-open range of output-token indices the rejected drafts would
+ *     have taken (-1 / -1 when every draft was accepted); index 0 is the first token generated since the
+ *     last prefill;
+ *   corrected_token_ids / n_corrected: the target's own token at rejected_from (0 or 1 of them; none
+ *     when every draft was accepted: the target's extra token then is no correction).
+ * The stream never emits a token before it is verified, so a host has nothing to roll back; the events
+ * tell it how speculation went. The arrays live only during the callback. */
+typedef struct {
+    const int *accepted_token_ids;
+    size_t n_accepted;
+    int rejected_from;
+    int rejected_to;
+    const int *corrected_token_ids;
+    size_t n_corrected;
+} EliVerifierEvent;
+typedef void (*eliza_verifier_cb)(const EliVerifierEvent *ev, void *user_data);
+/* One callback per context (NULL clears it); it applies to every stream of the context, open or opened
+ * later. When this call returns, no invocation of the previous callback is running or will start, so the
+ * host may free it. The callback may call this function (to clear itself) but must not close the stream
+ * or destroy the context. */
+ELIZA_API int eliza_inference_set_verifier_callback(EliInferenceContext *ctx, eliza_verifier_cb cb, void *user_data,
+                                                    char **out_error);
+
+/* ---- the whole host surface ----
+ * The eliza hosts bind every symbol below in one table, so all of them are exported. What this build
+ * does with each family (also in the README):
+ *   vision (describe_image*)       ELIZA_ERR_NOT_IMPLEMENTED: Gemma 4 image input is not built in yet
+ *   speech recognition (asr_*)     ELIZA_ERR_NOT_IMPLEMENTED: Gemma 4 audio input is not built in yet
+ *   text to speech, Kokoro, reference encoding, VAD, wake word, speaker embedding, diarization:
+ *                                  ELIZA_ERR_NOT_IMPLEMENTED: no such engine in this library
+ * A family without an engine answers honestly: its *_supported() probe returns 0, its open functions
+ * return NULL with a message naming the family in *out_error, its calls return ELIZA_ERR_NOT_IMPLEMENTED
+ * with that message, and its close / free functions accept anything (NULL included) and do nothing.
+ * PCM is mono float. */
+
+/* Vision: an encoded image (PNG, JPEG, WebP), the bundle's vision/mmproj-*.gguf (or mmproj_path), a prompt
+ * (NULL: a default one); greedy. describe_image writes the NUL-terminated answer and returns its bytes;
+ * the stream variant returns a stream primed with the image and the prompt, drained with
+ * eliza_inference_llm_stream_next and closed with eliza_inference_llm_stream_close. */
+ELIZA_API int eliza_inference_vision_supported(void);
+ELIZA_API int eliza_inference_vision_stream_supported(void);
+ELIZA_API int eliza_inference_describe_image(EliInferenceContext *ctx, const unsigned char *image_bytes, size_t n_bytes,
+                                             const char *mmproj_path, const char *prompt, char *out_text,
+                                             size_t max_text_bytes, char **out_error);
+ELIZA_API EliLlmStream *eliza_inference_describe_image_stream_open(EliInferenceContext *ctx,
+                                                                   const unsigned char *image_bytes, size_t n_bytes,
+                                                                   const char *mmproj_path, const char *prompt,
+                                                                   char **out_error);
+
+/* Speech recognition: PCM at any positive sample rate. transcribe writes the NUL-terminated transcript and
+ * returns its bytes. A stream is fed PCM as it arrives (feed returns the samples consumed); partial returns
+ * the transcript of what was fed so far, finish the final one; out_tokens / io_n_tokens (both may be NULL)
+ * receive the transcript's text-model token ids (capacity in, count out). */
+ELIZA_API int eliza_inference_asr_transcribe(EliInferenceContext *ctx, const float *pcm, size_t n_samples,
+                                             int sample_rate_hz, char *out_text, size_t max_text_bytes,
+                                             char **out_error);
+ELIZA_API int eliza_inference_asr_stream_supported(void);
+ELIZA_API EliAsrStream *eliza_inference_asr_stream_open(EliInferenceContext *ctx, int sample_rate_hz, char **out_error);
+ELIZA_API int eliza_inference_asr_stream_feed(EliAsrStream *s, const float *pcm, size_t n_samples, char **out_error);
+ELIZA_API int eliza_inference_asr_stream_partial(EliAsrStream *s, char *out_text, size_t max_text_bytes,
+                                                 int *out_tokens, size_t *io_n_tokens, char **out_error);
+ELIZA_API int eliza_inference_asr_stream_finish(EliAsrStream *s, char *out_text, size_t max_text_bytes, int *out_tokens,
+                                                size_t *io_n_tokens, char **out_error);
+ELIZA_API void eliza_inference_asr_stream_close(EliAsrStream *s);
+
+/* Text to speech (not a Gemma 4 capability; no engine in this library). */
+typedef int (*eliza_tts_chunk_cb)(const float *pcm, size_t n_samples, int is_final, void *user_data);
+ELIZA_API int eliza_inference_tts_synthesize(EliInferenceContext *ctx, const char *text, size_t text_len,
+                                             const char *speaker_preset_id, float *out_pcm, size_t max_samples,
+                                             char **out_error);
+ELIZA_API int eliza_inference_tts_stream_supported(void);
+ELIZA_API int eliza_inference_tts_synthesize_stream(EliInferenceContext *ctx, const char *text, size_t text_len,
+                                                    const char *speaker_preset_id, eliza_tts_chunk_cb on_chunk,
+                                                    void *user_data, char **out_error);
+/* ELIZA_OK: nothing runs. */
+ELIZA_API int eliza_inference_cancel_tts(EliInferenceContext *ctx, char **out_error);
+ELIZA_API int eliza_inference_encode_reference(EliInferenceContext *ctx, const float *pcm, size_t n_samples,
+                                               int sample_rate_hz, int *out_K, int *out_ref_T, int **out_tokens,
+                                               char **out_error);
+ELIZA_API int eliza_inference_kokoro_load(EliInferenceContext *ctx, const char *gguf_path, const char *voice_bin_path,
+                                          int style_dim, char **out_error);
+ELIZA_API int eliza_inference_kokoro_synthesize(EliInferenceContext *ctx, const char *text, size_t text_len, float speed,
+                                                float *out_pcm, size_t max_samples, char **out_error);
+/* Negative (ELIZA_ERR_NOT_IMPLEMENTED): no Kokoro model is loaded. */
+ELIZA_API int eliza_inference_kokoro_sample_rate(EliInferenceContext *ctx);
+
+/* Voice classifiers (separate small models in the eliza app; none in this library). */
+ELIZA_API int eliza_inference_vad_supported(void);
+ELIZA_API EliVad *eliza_inference_vad_open(EliInferenceContext *ctx, int sample_rate_hz, char **out_error);
+ELIZA_API int eliza_inference_vad_process(EliVad *vad, const float *pcm, size_t n_samples, float *out_probability,
+                                          char **out_error);
+ELIZA_API int eliza_inference_vad_reset(EliVad *vad, char **out_error);
+ELIZA_API void eliza_inference_vad_close(EliVad *vad);
+ELIZA_API int eliza_inference_wakeword_supported(void);
+ELIZA_API EliWakeWord *eliza_inference_wakeword_open(EliInferenceContext *ctx, int sample_rate_hz, const char *head_name,
+                                                     char **out_error);
+ELIZA_API int eliza_inference_wakeword_score(EliWakeWord *wake, const float *pcm, size_t n_samples,
+                                             float *out_probability, char **out_error);
+ELIZA_API int eliza_inference_wakeword_reset(EliWakeWord *wake, char **out_error);
+ELIZA_API void eliza_inference_wakeword_close(EliWakeWord *wake);
+ELIZA_API int eliza_inference_speaker_supported(void);
+ELIZA_API EliSpeaker *eliza_inference_speaker_open(EliInferenceContext *ctx, const char *gguf_path, char **out_error);
+ELIZA_API int eliza_inference_speaker_embed(EliSpeaker *spk, const float *pcm, size_t n_samples, float *out_embedding,
+                                            char **out_error);
+ELIZA_API void eliza_inference_speaker_free(float *embedding);
+ELIZA_API void eliza_inference_speaker_close(EliSpeaker *spk);
+ELIZA_API int eliza_inference_diariz_supported(void);
+ELIZA_API EliDiariz *eliza_inference_diariz_open(EliInferenceContext *ctx, const char *gguf_path, char **out_error);
+ELIZA_API int eliza_inference_diariz_segment(EliDiariz *d, const float *pcm, size_t n_samples, int8_t *out_labels,
+                                             size_t *io_n_labels, char **out_error);
+ELIZA_API void eliza_inference_diariz_close(EliDiariz *d);
 
 /* ---- capability probes: 1 supported, 0 not ---- */
 ELIZA_API int eliza_inference_llm_stream_supported(void);

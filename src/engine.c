@@ -7,7 +7,7 @@
 #include <time.h>
 
 #include "backend.h"
-#include "drafter.h"
+#include "kv_types.h"
 #include "quants.h"
 #include "slot.h"
 
@@ -15,7 +15,7 @@ struct eli_gen {
     const eli_model *m;
     const eli_tokenizer *tok;
     eli_gen_params p;
-    eli_context *ctx;
+    eli_xseq *seq;
     eli_sampler *smp;
     eli_decoder *dec;
 
@@ -37,17 +37,19 @@ struct eli_gen {
 
 eli_gen_params eli_gen_default_params(void) {
     eli_gen_params p;
-    p.ctx = eli_context_default_params();
+    p.seq = eli_seq_default();
     p.sampling = eli_sampler_default_params();
     p.max_tokens = 0;
     p.draft = NULL;
     p.draft_min = p.draft_max = 0;
+    p.on_verify = NULL;
+    p.on_verify_user = NULL;
     return p;
 }
 
 void eli_gen_free(eli_gen *g) {
     if (!g) return;
-    eli_context_free(g->ctx);
+    eli_seq_free(g->seq);
     eli_sampler_free(g->smp);
     eli_decoder_free(g->dec);
     eli_spec_free(g->spec);
@@ -58,7 +60,9 @@ void eli_gen_free(eli_gen *g) {
     free(g);
 }
 
-eli_gen *eli_gen_create(const eli_model *m, const eli_tokenizer *tok, const eli_gen_params *p, eli_error *err) {
+eli_gen *eli_gen_create(const eli_exec *exec, eli_xmodel *xm, const eli_tokenizer *tok, const eli_gen_params *p,
+                        eli_error *err) {
+    const eli_model *m = xm->model;
     if (eli_tokenizer_n_vocab(tok) > m->hp.n_vocab) {
         eli_fail(err, ELI_ERR_INVALID_ARG, "tokenizer has %d tokens but the model only %d", eli_tokenizer_n_vocab(tok),
                  m->hp.n_vocab);
@@ -72,7 +76,7 @@ eli_gen *eli_gen_create(const eli_model *m, const eli_tokenizer *tok, const eli_
     g->m = m;
     g->tok = tok;
     g->p = p ? *p : eli_gen_default_params();
-    if (!(g->ctx = eli_context_create(m, &g->p.ctx, err))) goto fail;
+    if (!(g->seq = eli_seq_create(exec, xm, &g->p.seq, err))) goto fail;
     if (eli_sampler_create(&g->p.sampling, m->hp.n_vocab, &g->smp, err)) goto fail;
     if (!(g->dec = eli_decoder_new(tok, 0, err))) goto fail;
     g->cap_tokens = 256;
@@ -83,7 +87,7 @@ eli_gen *eli_gen_create(const eli_model *m, const eli_tokenizer *tok, const eli_
         eli_fail(err, ELI_ERR_OOM, "out of memory");
         goto fail;
     }
-    const int64_t ub = g->p.ctx.n_ubatch > 0 ? g->p.ctx.n_ubatch : 512;
+    const int64_t ub = eli_seq_params_of(g->seq).n_ubatch;
     if (g->p.draft && g->p.draft_max + 1 > ub) {
         /* a verify batch and its rollback must fit the sliding rings (n_swa + n_ubatch cells) */
         eli_fail(err, ELI_ERR_INVALID_ARG, "draft_max %d needs n_ubatch >= %d (have %lld)", g->p.draft_max, g->p.draft_max + 1,
@@ -91,8 +95,8 @@ eli_gen *eli_gen_create(const eli_model *m, const eli_tokenizer *tok, const eli_
         goto fail;
     }
     if (g->p.draft && g->p.draft_min > 0 && g->p.draft_max > 0 &&
-        !(g->spec = eli_spec_create(g->p.draft, m, eli_context_n_ctx(g->ctx), g->p.draft_min, g->p.draft_max,
-                                    g->p.sampling.temperature, g->p.sampling.seed, err)))
+        !(g->spec = eli_spec_create(g->p.draft, g->seq, g->p.draft_min, g->p.draft_max, g->p.sampling.temperature,
+                                    g->p.sampling.seed, err)))
         goto fail;
     return g;
 fail:
@@ -137,12 +141,12 @@ static int push_text(eli_gen *g, const char *s, size_t n) {
 
 /* Decodes committed positions [from, to) into the cache, keeping the logits of the last one. */
 static int decode_range(eli_gen *g, int64_t from, int64_t to, const atomic_int *cancel, eli_error *err) {
-    const int64_t chunk = g->p.ctx.n_ubatch > 0 ? g->p.ctx.n_ubatch : 512;
+    const int64_t chunk = eli_seq_params_of(g->seq).n_ubatch;
     for (int64_t i = from; i < to;) {
         if (cancel && atomic_load(cancel)) return eli_fail(err, ELI_ERR_CANCELLED, "cancelled");
         int64_t n = to - i < chunk ? to - i : chunk;
         const eli_outputs out = {g->logits, g->hidden, 0};
-        int rc = eli_decode_ex(g->ctx, g->tokens + i, n, i + n == to ? &out : NULL, err);
+        int rc = eli_seq_decode_tokens(g->seq, g->tokens + i, n, i + n == to ? &out : NULL, err);
         if (rc) return rc;
         i += n;
     }
@@ -155,12 +159,12 @@ static void resync_sampler(eli_gen *g) {
     eli_sampler_reset(g->smp);
     const int64_t window = g->p.sampling.repeat_last_n;
     int64_t from = g->n_tokens > window ? g->n_tokens - window : 0;
-    for (int64_t i = from; i < g->n_tokens; i++) eli_sampler_accept(g->smp, g->tokens[i]);
+    for (int64_t i = from; i < g->n_tokens; i++) eli_sampler_note(g->smp, g->tokens[i]);
 }
 
 /* Makes g->logits the prediction after the last committed position. */
 static int ensure_logits(eli_gen *g, const atomic_int *cancel, eli_error *err) {
-    const int64_t past = eli_context_n_past(g->ctx);
+    const int64_t past = eli_seq_n_past(g->seq);
     if (g->pending) {
         int rc = decode_range(g, past, g->n_tokens, cancel, err);
         if (rc) return rc;
@@ -170,18 +174,23 @@ static int ensure_logits(eli_gen *g, const atomic_int *cancel, eli_error *err) {
     if (g->logits_valid) return ELI_OK;
     if (g->n_tokens == 0) return eli_fail(err, ELI_ERR_INVALID_ARG, "nothing to continue from: prefill a prompt first");
     /* the logits were dropped (reset_keep): recompute the last position */
-    const int64_t from = eli_context_truncate(g->ctx, g->n_tokens - 1) ? g->n_tokens - 1 : 0;
-    if (!from) eli_context_reset(g->ctx);
+    const int64_t from = eli_seq_truncate(g->seq, g->n_tokens - 1) ? g->n_tokens - 1 : 0;
+    if (!from) eli_seq_reset(g->seq);
     g->n_prompt_decoded += g->n_tokens - from;
     return decode_range(g, from, g->n_tokens, cancel, err);
 }
 
 int eli_gen_prefill(eli_gen *g, const int32_t *ids, size_t n, const atomic_int *cancel, eli_error *err) {
     const int V = g->m->hp.n_vocab;
-    /* the size first (in size_t: a huge n must not wrap), so no id beyond the context is ever read */
-    if (n > (size_t)(eli_context_n_ctx(g->ctx) - g->n_tokens))
-        return eli_fail(err, ELI_ERR_INVALID_ARG, "context overflow: %zu tokens after %lld exceed the context of %lld", n,
-                        (long long)g->n_tokens, (long long)eli_context_n_ctx(g->ctx));
+    /* the size first, so no id beyond the caller's array is ever read. The committed tokens include the
+     * last generated one, which takes a position too; once the context is full it never gets one, so
+     * there may be one more committed token than positions (no room then: not a negative one). */
+    const int64_t n_ctx = eli_seq_n_ctx(g->seq), room = n_ctx > g->n_tokens ? n_ctx - g->n_tokens : 0;
+    if (n > (size_t)room)
+        return eli_fail(err, ELI_ERR_INVALID_ARG,
+                        "context overflow: %zu new tokens do not fit: %lld of the context's %lld positions are taken "
+                        "(the last generated token included), %lld are free",
+                        n, (long long)(g->n_tokens < n_ctx ? g->n_tokens : n_ctx), (long long)n_ctx, (long long)room);
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= V)
             return eli_fail(err, ELI_ERR_INVALID_ARG, "token id %d at index %zu is outside the vocabulary [0, %d)", ids[i], i, V);
@@ -190,21 +199,21 @@ int eli_gen_prefill(eli_gen *g, const int32_t *ids, size_t n, const atomic_int *
     if (n == 0) return ELI_OK;
     for (size_t i = 0; i < n; i++)
         if (push_token(g, ids[i])) return eli_fail(err, ELI_ERR_OOM, "out of memory");
-    for (size_t i = 0; i < n; i++) eli_sampler_accept(g->smp, ids[i]);
+    for (size_t i = 0; i < n; i++) eli_sampler_note(g->smp, ids[i]);
     /* the pending token (if any) goes into the cache with the new ones, in one batch */
-    const int64_t from = eli_context_n_past(g->ctx);
+    const int64_t from = eli_seq_n_past(g->seq);
     int rc = decode_range(g, from, g->n_tokens, cancel, err);
-    g->n_prompt_decoded += eli_context_n_past(g->ctx) - from; /* on an error: the whole chunks that got in */
+    g->n_prompt_decoded += eli_seq_n_past(g->seq) - from; /* on an error: the whole chunks that got in */
     if (rc) {
         /* keep what reached the cache (whole chunks), forget the rest */
-        g->n_tokens = eli_context_n_past(g->ctx);
+        g->n_tokens = eli_seq_n_past(g->seq);
         g->logits_valid = g->hidden_valid = 0;
         g->pending = 0;
         resync_sampler(g);
         return rc;
     }
     g->pending = 0;
-    eli_slot_checkpoint(g->ctx); /* the end of a prompt: where the next turn's reset_keep usually lands */
+    eli_seq_checkpoint(g->seq); /* the end of a prompt: where the next turn's reset_keep usually lands */
     return ELI_OK;
 }
 
@@ -252,23 +261,30 @@ static int spec_step(eli_gen *g, int w, int32_t *tokens_out, size_t *n, int32_t 
                      eli_error *err) {
     int32_t out[65];
     int n_round, dr, ac;
-    int rc = eli_spec_round(g->spec, g->ctx, g->smp, g->tokens[g->n_tokens - 1], g->hidden, w, out, &n_round, &dr, &ac, err);
+    int rc = eli_spec_round(g->spec, g->seq, g->smp, g->tokens[g->n_tokens - 1], g->hidden, w, out, &n_round, &dr, &ac, err);
     if (rc) {
         /* the cache may hold part of a verify batch: forget it, keep the committed tokens */
-        eli_context_truncate(g->ctx, g->n_tokens - 1);
+        eli_seq_truncate(g->seq, g->n_tokens - 1);
         g->logits_valid = g->hidden_valid = 0;
         resync_sampler(g);
         return rc;
     }
     *drafted += dr;
     *accepted += ac;
+    if (g->p.on_verify) {
+        /* output-token indices count from the first token generated since the last prefill */
+        const int base = (int)g->n_generated;
+        const EliVerifierEvent ev = {out, (size_t)ac, ac < dr ? base + ac : -1, ac < dr ? base + dr : -1,
+                                     out + ac, ac < dr ? 1u : 0u};
+        g->p.on_verify(g->p.on_verify_user, &ev);
+    }
     /* the cache now holds the old pending token and the accepted drafts; the last token is pending */
     g->logits_valid = 0;
     for (int k = 0; k < n_round; k++) {
         int r = commit(g, out[k], tokens_out, n, err);
         if (r < 0) return r;
         if (r == 1) { /* EOG: the cache must hold exactly the committed tokens */
-            eli_context_truncate(g->ctx, g->n_tokens);
+            eli_seq_truncate(g->seq, g->n_tokens);
             g->pending = 0;
             g->hidden_valid = 0;
             break;
@@ -294,7 +310,7 @@ int eli_gen_next(eli_gen *g, int32_t *tokens_out, size_t tokens_cap, size_t *n_o
             g->done = 1;
             break;
         }
-        const int64_t free_cells = eli_context_n_ctx(g->ctx) - eli_context_n_past(g->ctx);
+        const int64_t free_cells = eli_seq_n_ctx(g->seq) - eli_seq_n_past(g->seq);
         if (g->pending && free_cells <= 0) {
             g->done = 1; /* the context is full: nothing more can be generated */
             break;
@@ -308,9 +324,10 @@ int eli_gen_next(eli_gen *g, int32_t *tokens_out, size_t tokens_cap, size_t *n_o
         const int timed = g->spec && g->pending; /* a plain step whose decode MTP could have replaced */
         const double t0 = timed ? eli_now_s() : 0;
         if ((rc = ensure_logits(g, cancel, err))) break;
-        int32_t t = eli_sampler_sample(g->smp, g->logits);
+        int32_t t;
+        if ((rc = eli_sampler_sample(g->smp, g->logits, &t, err))) break;
         if (timed) eli_spec_note_plain(g->spec, eli_now_s() - t0);
-        eli_sampler_accept(g->smp, t);
+        if ((rc = eli_sampler_accept(g->smp, t, err))) break;
         g->pending = 1;
         g->logits_valid = 0; /* the hidden state stays: it is that of the position before the pending token */
         int r = commit(g, t, tokens_out, &n, err);
@@ -320,6 +337,12 @@ int eli_gen_next(eli_gen *g, int32_t *tokens_out, size_t tokens_cap, size_t *n_o
             break;
         }
     }
+    /* the step that used up max_tokens or the context is the final one: the host needs no further call
+     * that yields nothing */
+    if (!rc && !g->done &&
+        ((g->p.max_tokens > 0 && g->n_generated >= g->p.max_tokens) ||
+         (g->pending && eli_seq_n_past(g->seq) >= eli_seq_n_ctx(g->seq))))
+        g->done = 1;
     if (g->done) {
         const char *piece;
         size_t len;
@@ -336,7 +359,7 @@ int eli_gen_next(eli_gen *g, int32_t *tokens_out, size_t tokens_cap, size_t *n_o
 }
 
 void eli_gen_reset(eli_gen *g) {
-    eli_context_reset(g->ctx);
+    eli_seq_reset(g->seq);
     eli_sampler_reset(g->smp); /* history cleared, random stream restarted from the seed */
     eli_decoder_reset(g->dec);
     g->n_tokens = 0;
@@ -356,10 +379,10 @@ int64_t eli_gen_reset_keep(eli_gen *g, int64_t n_keep) {
     g->n_carry = 0;
     eli_decoder_reset(g->dec);
     if (n_keep == g->n_tokens) {
-        eli_slot_checkpoint(g->ctx); /* a turn boundary: a later reset_keep back to here recomputes nothing */
+        eli_seq_checkpoint(g->seq); /* a turn boundary: a later reset_keep back to here recomputes nothing */
         return n_keep;
     }
-    const int64_t past = eli_context_n_past(g->ctx);
+    const int64_t past = eli_seq_n_past(g->seq);
     g->n_tokens = n_keep;
     if (g->pending && n_keep == past) {
         g->pending = 0; /* the dropped token never reached the cache: its logits are still current */
@@ -368,19 +391,19 @@ int64_t eli_gen_reset_keep(eli_gen *g, int64_t n_keep) {
         g->logits_valid = g->hidden_valid = 0;
         /* truncate; when the sliding rings overwrote part of the prefix, resume from the nearest window
          * checkpoint <= n_keep (or from 0) and recompute the rest (exact) */
-        int64_t from = eli_slot_resume(g->ctx, n_keep);
+        int64_t from = eli_seq_resume(g->seq, n_keep);
         if (from < 0) {
-            eli_context_reset(g->ctx);
+            eli_seq_reset(g->seq);
             from = 0;
         }
         eli_error err = {0};
         g->n_prompt_decoded += n_keep - from;
         if (from < n_keep && decode_range(g, from, n_keep, NULL, &err)) {
-            eli_context_reset(g->ctx);
+            eli_seq_reset(g->seq);
             g->n_tokens = 0;
         }
     }
-    eli_slot_checkpoint(g->ctx);
+    eli_seq_checkpoint(g->seq);
     resync_sampler(g);
     return g->n_tokens;
 }
@@ -389,7 +412,8 @@ int64_t eli_gen_reset_keep(eli_gen *g, int64_t n_keep) {
 
 struct eli_backend_session {
     eli_gen *gen;
-    eli_model *own_drafter; /* loaded for this stream from cfg->mtp_drafter_path */
+    eli_model *own_drafter;    /* loaded for this stream from cfg->mtp_drafter_path */
+    eli_xmodel *own_xdrafter;  /* ... and prepared on the stream's executor */
 };
 
 static int always(void) { return 1; }
@@ -400,36 +424,51 @@ static int serves_any(const char *bundle_dir) {
 static int rank_builtin(void) { return 0; }
 static int rank_reference(void) { return -1; } /* never chosen automatically */
 
-/* Context size: cfg, else env ELIZA_LLM_N_CTX, else 8192; clamped to the trained context. */
-static int context_size(const eliza_llm_stream_config_t *cfg, const eli_model *m, int64_t *out, eli_error *err) {
-    int64_t n = cfg->context_size;
-    if (n == 0) {
-        const char *e = getenv("ELIZA_LLM_N_CTX");
-        n = 8192;
-        if (e && *e) {
-            char *end;
-            long long v = strtoll(e, &end, 10);
-            if (*end || v <= 0 || v > INT32_MAX)
-                return eli_fail(err, ELI_ERR_INVALID_ARG, "ELIZA_LLM_N_CTX='%s' is not a positive integer", e);
-            n = v;
-        }
-    }
+int eli_gen_context_size(int64_t requested, const eli_model *m, int64_t fallback, int64_t *out, eli_error *err) {
+    if (requested < 0) return eli_fail(err, ELI_ERR_INVALID_ARG, "context_size %lld is negative", (long long)requested);
+    int64_t n = requested ? requested : fallback > 0 ? fallback : 8192;
     if (n > m->hp.n_ctx_train) n = m->hp.n_ctx_train;
     *out = n;
     return ELI_OK;
 }
 
-static eli_backend_session *open_session(const eli_backend_env *env, const eliza_llm_stream_config_t *cfg, int reference,
-                                         eli_error *err) {
-    eli_gen_params p = eli_gen_default_params();
-    if (context_size(cfg, env->model, &p.ctx.n_ctx, err)) return NULL;
-    uint32_t kv = ELI_TYPE_F16;
-    if (cfg->cache_type_k && *cfg->cache_type_k && eli_kv_type_from_name(cfg->cache_type_k, &kv)) {
-        eli_fail(err, ELI_ERR_INVALID_ARG, "unknown cache type '%s'", cfg->cache_type_k);
-        return NULL;
+/* The stream's drafter: its own (cfg->mtp_drafter_path, loaded, bound and prepared here) or the bundle's;
+ * MTP that was asked for and has none is an error, never a silent fallback. */
+static int stream_drafter(const eli_backend_env *env, const eliza_llm_stream_config_t *cfg, eli_backend_session *s,
+                          eli_xmodel **out, eli_error *err) {
+    if (!(cfg->mtp_drafter_path && *cfg->mtp_drafter_path)) {
+        *out = env->drafter;
+        return env->drafter ? ELI_OK
+                            : eli_fail(err, ELI_ERR_BUNDLE_INVALID,
+                                       "MTP requested but the bundle has no mtp/ drafter and no mtp_drafter_path is set");
     }
-    p.ctx.kv_type = kv;
-    p.ctx.reference_kernels = reference;
+    const eli_exec_options o = {env->config->kernels, env->config->repack};
+    if (!(s->own_drafter = eli_model_load(cfg->mtp_drafter_path, err)) ||
+        eli_model_bind_assistant(s->own_drafter, env->xm->model, err) ||
+        !(s->own_xdrafter = eli_exec_prepare(env->xm->exec, s->own_drafter, &o, err))) {
+        eli_error_prefix(err, "MTP drafter '%s'", cfg->mtp_drafter_path);
+        return err ? err->code : ELI_ERR_INVALID_ARG;
+    }
+    *out = s->own_xdrafter;
+    return ELI_OK;
+}
+
+static void free_session(eli_backend_session *s) {
+    if (!s) return;
+    eli_gen_free(s->gen);
+    eli_xmodel_release(s->own_xdrafter);
+    eli_model_free(s->own_drafter);
+    free(s);
+}
+
+static eli_backend_session *open_session(const eli_backend_env *env, const eliza_llm_stream_config_t *cfg,
+                                         const eli_exec *exec, eli_error *err) {
+    const eli_config *c = env->config;
+    eli_gen_params p = eli_gen_default_params();
+    if (eli_gen_context_size(cfg->context_size, env->xm->model, c->n_ctx, &p.seq.n_ctx, err)) return NULL;
+    if (eli_kv_types_from_names(cfg->cache_type_k, cfg->cache_type_v, &p.seq.kv_type_k, &p.seq.kv_type_v, err)) return NULL;
+    p.seq.reserve = c->reserve;
+    p.seq.n_ckpt = c->n_ckpt;
     p.max_tokens = cfg->max_tokens > 0 ? cfg->max_tokens : 0;
     /* only what the host asked for: every filter is off unless the config turns it on */
     p.sampling.temperature = cfg->temperature;
@@ -437,46 +476,34 @@ static eli_backend_session *open_session(const eli_backend_env *env, const eliza
     p.sampling.top_k = cfg->top_k > 0 ? cfg->top_k : 0;
     p.sampling.min_p = 0.0f;
     p.sampling.repeat_penalty = cfg->repeat_penalty != 0 && cfg->repeat_penalty != 1 ? cfg->repeat_penalty : 1.0f;
-    const char *seed = getenv("ELIZA_LLM_SEED");
-    if (seed && *seed) p.sampling.seed = strtoull(seed, NULL, 10);
+    p.sampling.seed = c->seed;
     eli_backend_session *s = calloc(1, sizeof *s);
     if (!s) {
         eli_fail(err, ELI_ERR_OOM, "out of memory");
         return NULL;
     }
     if (cfg->draft_min > 0 && cfg->draft_max > 0) {
-        /* MTP was asked for: a drafter that cannot be loaded is an error, never a silent fallback */
-        if (cfg->mtp_drafter_path && *cfg->mtp_drafter_path) {
-            if (!(s->own_drafter = eli_model_load(cfg->mtp_drafter_path, err)) ||
-                eli_drafter_bind(s->own_drafter, env->model, err)) {
-                eli_error_prefix(err, "MTP drafter '%s'", cfg->mtp_drafter_path);
-                goto fail;
-            }
-            p.draft = s->own_drafter;
-        } else if (env->drafter) {
-            p.draft = env->drafter;
-        } else {
-            eli_fail(err, ELI_ERR_BUNDLE_INVALID, "MTP requested but the bundle has no mtp/ drafter and no mtp_drafter_path is set");
-            goto fail;
-        }
+        if (stream_drafter(env, cfg, s, &p.draft, err)) goto fail;
         p.draft_min = cfg->draft_min;
         p.draft_max = cfg->draft_max;
     }
-    if (!(s->gen = eli_gen_create(env->model, env->tok, &p, err))) goto fail;
+    p.on_verify = env->on_verify;
+    p.on_verify_user = env->on_verify_user;
+    if (!(s->gen = eli_gen_create(exec, env->xm, env->tok, &p, err))) goto fail;
     return s;
 fail:
-    eli_model_free(s->own_drafter);
-    free(s);
+    free_session(s);
     return NULL;
 }
 
 static eli_backend_session *open_builtin(const eli_backend_env *env, const eliza_llm_stream_config_t *cfg, eli_error *err) {
-    return open_session(env, cfg, 0, err);
+    return open_session(env, cfg, env->xm->exec, err);
 }
 
 static eli_backend_session *open_reference(const eli_backend_env *env, const eliza_llm_stream_config_t *cfg,
                                            eli_error *err) {
-    return open_session(env, cfg, 1, err);
+    const eli_exec *ref = eli_exec_named("reference", err);
+    return ref ? open_session(env, cfg, ref, err) : NULL;
 }
 
 static int s_prefill(eli_backend_session *s, const int32_t *ids, size_t n, const atomic_int *cancel, eli_error *err) {
@@ -497,15 +524,15 @@ static int s_reset_keep(eli_backend_session *s, int32_t n_keep) { return (int)el
 
 int eli_gen_save(eli_gen *g, const char *path, eli_error *err) {
     eli_slot_state st = {g->tokens, g->n_tokens, g->cap_tokens, g->pending, g->logits_valid, g->hidden_valid,
-                         g->done, g->n_generated, {0}, g->spec != NULL, {0}};
-    eli_sampler_get_rng(g->smp, st.rng);
+                         g->done, g->n_generated, g->smp, g->spec != NULL, {0}};
     if (g->spec) eli_spec_get_resume(g->spec, &st.mtp);
-    return eli_slot_save(path, g->m, g->ctx, g->p.ctx.n_ubatch, &st, g->logits, g->hidden, err);
+    return eli_slot_save(path, g->seq, &st, g->logits, g->hidden, err);
 }
 
 int eli_gen_restore(eli_gen *g, const char *path, eli_error *err) {
     eli_slot_state st;
-    int rc = eli_slot_restore(path, g->m, g->ctx, g->p.ctx.n_ubatch, &st, g->logits, g->hidden, err);
+    st.sampler = g->smp; /* loaded with the rest: the penalties' history, the random stream, a grammar */
+    int rc = eli_slot_restore(path, g->seq, &st, g->logits, g->hidden, err);
     if (rc) return rc;
     free(g->tokens);
     g->tokens = st.tokens;
@@ -522,8 +549,6 @@ int eli_gen_restore(eli_gen *g, const char *path, eli_error *err) {
         eli_spec_reset(g->spec);
         if (st.has_mtp) eli_spec_set_resume(g->spec, &st.mtp);
     }
-    resync_sampler(g);
-    eli_sampler_set_rng(g->smp, st.rng); /* after the resync, which restarts the stream from the seed */
     return ELI_OK;
 }
 
@@ -531,14 +556,38 @@ static int s_save(eli_backend_session *s, const char *path, eli_error *err) { re
 
 static int s_restore(eli_backend_session *s, const char *path, eli_error *err) { return eli_gen_restore(s->gen, path, err); }
 
-static void s_close(eli_backend_session *s) {
-    if (!s) return;
-    eli_gen_free(s->gen);
-    eli_model_free(s->own_drafter);
-    free(s);
+static void s_close(eli_backend_session *s) { free_session(s); }
+
+/* A throwaway sequence over ids (f32 K and V: exact scores), on the executor that opens streams. */
+static int run_once(const eli_backend_env *env, const eli_exec *exec, const int32_t *ids, size_t n, float *hidden,
+                    float *logits, eli_error *err) {
+    eli_seq_params p = eli_seq_default();
+    p.n_ctx = (int64_t)n;
+    p.kv_type_k = p.kv_type_v = ELI_TYPE_F32;
+    p.reserve = 0;
+    p.n_ckpt = 0;
+    eli_xseq *seq = eli_seq_create(exec, env->xm, &p, err);
+    if (!seq) return err ? err->code : ELI_ERR_INVALID_ARG;
+    const eli_outputs out = {hidden ? NULL : logits, hidden, hidden != NULL};
+    int rc = eli_seq_decode_tokens(seq, ids, (int64_t)n, &out, err);
+    eli_seq_free(seq);
+    return rc;
 }
 
-const eli_backend eli_backend_engine_builtin = {"builtin", always,  serves_any, rank_builtin, open_builtin, s_prefill,
-                                                s_next,    s_reset, s_reset_keep, s_save,     s_restore,    s_close};
-const eli_backend eli_backend_engine_reference = {"reference", always,  serves_any, rank_reference, open_reference, s_prefill,
-                                                  s_next,      s_reset, s_reset_keep, s_save,       s_restore,      s_close};
+static int run_builtin(const eli_backend_env *env, const int32_t *ids, size_t n, float *hidden, float *logits,
+                       eli_error *err) {
+    return run_once(env, env->xm->exec, ids, n, hidden, logits, err);
+}
+
+static int run_reference(const eli_backend_env *env, const int32_t *ids, size_t n, float *hidden, float *logits,
+                         eli_error *err) {
+    const eli_exec *ref = eli_exec_named("reference", err);
+    return ref ? run_once(env, ref, ids, n, hidden, logits, err) : ELI_ERR_NOT_IMPLEMENTED;
+}
+
+const eli_backend eli_backend_engine_builtin = {"builtin", always,  serves_any,   rank_builtin, open_builtin, s_prefill,
+                                                s_next,    s_reset, s_reset_keep, s_save,       s_restore,    s_close,
+                                                run_builtin};
+const eli_backend eli_backend_engine_reference = {"reference", always,  serves_any,   rank_reference, open_reference, s_prefill,
+                                                  s_next,      s_reset, s_reset_keep, s_save,         s_restore,      s_close,
+                                                  run_reference};

@@ -12,28 +12,39 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "eliza_inference.h"
 #include "error.h"
-#include "forward.h"
+#include "exec.h"
 #include "model.h"
 #include "sampler.h"
 #include "speculative.h"
 #include "tokenizer.h"
 
 typedef struct eli_gen_params {
-    eli_context_params ctx;
+    eli_seq_params seq;
     eli_sampler_params sampling;
     int64_t max_tokens; /* per generation (reset by prefill); <= 0: until EOG or the context is full */
-    /* MTP speculative decoding: on when draft is an assistant bound to the model (eli_drafter_bind) and
-     * 1 <= draft_min <= draft_max */
-    const eli_model *draft;
+    /* MTP speculative decoding: on when draft is an assistant bound to the model (eli_model_bind_assistant),
+     * prepared on the session's executor, and 1 <= draft_min <= draft_max */
+    eli_xmodel *draft;
     int draft_min, draft_max;
+    /* called after every MTP verification (see EliVerifierEvent in the public header), on the thread that
+     * drives the session; NULL: none */
+    void (*on_verify)(void *user, const EliVerifierEvent *ev);
+    void *on_verify_user;
 } eli_gen_params;
 
 eli_gen_params eli_gen_default_params(void);
 
+/* The context size of a stream: requested (> 0), else fallback (> 0: ELIZA_LLM_N_CTX, config.h), else 8192;
+ * clamped to the model's trained context. ELI_ERR_INVALID_ARG for a negative request. */
+int eli_gen_context_size(int64_t requested, const eli_model *m, int64_t fallback, int64_t *out, eli_error *err);
+
 typedef struct eli_gen eli_gen;
 
-eli_gen *eli_gen_create(const eli_model *m, const eli_tokenizer *tok, const eli_gen_params *p, eli_error *err);
+/* A session on a sequence of exec over xm (prepared by an executor of exec's family). */
+eli_gen *eli_gen_create(const eli_exec *exec, eli_xmodel *xm, const eli_tokenizer *tok, const eli_gen_params *p,
+                        eli_error *err);
 void eli_gen_free(eli_gen *g);
 
 /* Appends ids at the current position in ubatch-sized chunks, polling cancel (may be NULL) between them.

@@ -3,15 +3,12 @@
 #include "gguf.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "os.h"
 #include "quants.h"
 
 #define GGUF_DEFAULT_ALIGNMENT 32
@@ -21,8 +18,7 @@
 struct gguf_file {
     const uint8_t *base;
     size_t size;
-    int mapped; /* base came from mmap and is unmapped on close */
-    int fd;     /* the file, kept open for gguf_read_at while mapped; -1 for a memory buffer */
+    eli_os_map map; /* the mapped file (fd -1 for a memory buffer) */
     uint32_t version;
     uint32_t alignment;
     uint64_t data_offset;
@@ -399,7 +395,7 @@ gguf_file *gguf_open_memory(const void *buf, size_t size, eli_error *err) {
     }
     f->base = buf;
     f->size = size;
-    f->fd = -1;
+    f->map.fd = -1;
     return open_common(f, err);
 }
 
@@ -408,38 +404,17 @@ gguf_file *gguf_open(const char *path, eli_error *err) {
         eli_fail(err, ELI_ERR_INVALID_ARG, "NULL path");
         return NULL;
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        eli_fail(err, ELI_ERR_INVALID_ARG, "cannot open '%s': %s", path, strerror(errno));
-        return NULL;
-    }
-    struct stat st;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-        eli_fail(err, ELI_ERR_INVALID_ARG, "'%s' is not a regular file", path);
-        close(fd);
-        return NULL;
-    }
-    size_t size = (size_t)st.st_size;
-    void *map = NULL;
-    if (size) {
-        map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map == MAP_FAILED) {
-            eli_fail(err, ELI_ERR_OOM, "cannot map '%s': %s", path, strerror(errno));
-            close(fd);
-            return NULL;
-        }
-    }
     gguf_file *f = calloc(1, sizeof *f);
     if (!f) {
-        if (map) munmap(map, size);
-        close(fd);
         eli_fail(err, ELI_ERR_OOM, "out of memory");
         return NULL;
     }
-    f->base = map ? map : (const uint8_t *)"";
-    f->size = size;
-    f->mapped = map != NULL;
-    f->fd = fd;
+    if (eli_os_map_file(path, &f->map, err)) {
+        free(f);
+        return NULL;
+    }
+    f->base = f->map.base;
+    f->size = f->map.size;
     f = open_common(f, err);
     if (!f) eli_error_prefix(err, "%s", path);
     return f;
@@ -456,8 +431,7 @@ void gguf_close(gguf_file *f) {
     free(f->tensors);
     free(f->kv_index);
     free(f->tensor_index);
-    if (f->mapped) munmap((void *)f->base, f->size);
-    if (f->fd >= 0) close(f->fd);
+    if (f->map.fd >= 0) eli_os_unmap_file(&f->map);
     free(f);
 }
 
@@ -476,36 +450,16 @@ static int64_t file_offset(const gguf_file *f, const void *at, size_t n) {
 int gguf_read_at(const gguf_file *f, const void *at, size_t n, void *dst) {
     const int64_t off = file_offset(f, at, n);
     if (off < 0) return EINVAL;
-    if (f->fd < 0) {
+    if (f->map.fd < 0) {
         memcpy(dst, at, n);
         return 0;
     }
-    for (size_t done = 0; done < n;) {
-        const ssize_t r = pread(f->fd, (uint8_t *)dst + done, n - done, (off_t)off + (off_t)done);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return r < 0 ? errno : EIO; /* 0: the file was truncated under us */
-        done += (size_t)r;
-    }
-    return 0;
+    return eli_os_read_at(&f->map, (uint64_t)off, n, dst);
 }
 
-void gguf_advise_random(const gguf_file *f, const void *at, size_t n) {
-    const int64_t off = file_offset(f, at, n);
-    if (f->fd >= 0 && off >= 0) (void)posix_fadvise(f->fd, (off_t)off, (off_t)n, POSIX_FADV_RANDOM);
-}
+void gguf_advise_random(const gguf_file *f, const void *at, size_t n) { eli_os_advise(&f->map, at, n, ELI_OS_RANDOM); }
 
-void gguf_drop_pages(const gguf_file *f, const void *at, size_t n) {
-    if (!f->mapped || file_offset(f, at, n) < 0) return;
-    /* out to Linux's fault-around window, 64 KiB by default: a fault maps the page cache's neighbouring
-     * pages with the faulting one, which would otherwise stay mapped on both sides of the range; the
-     * mapping starts on a page, and madvise rounds a partial last page up */
-    const uintptr_t w = 65536, base = (uintptr_t)f->base, end = base + f->size;
-    uintptr_t lo = (uintptr_t)at & ~(w - 1), hi = ((uintptr_t)at + n + w - 1) & ~(w - 1);
-    if (lo < base) lo = base;
-    if (hi > end) hi = end;
-    /* a private, read-only file mapping: the pages come back from the file on the next access */
-    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
-}
+void gguf_drop_pages(const gguf_file *f, const void *at, size_t n) { eli_os_advise(&f->map, at, n, ELI_OS_DROP); }
 uint64_t gguf_n_kv(const gguf_file *f) { return f->n_kv; }
 const gguf_kv *gguf_kv_at(const gguf_file *f, uint64_t i) { return i < f->n_kv ? &f->kv[i] : NULL; }
 uint64_t gguf_n_tensors(const gguf_file *f) { return f->n_tensors; }

@@ -1,86 +1,57 @@
 /* Memory planner (plan.h). */
 #include "plan.h"
 
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
-#include "forward.h"
-#include "kv_cache.h"
+#include "exec.h"
+#include "os.h"
 #include "quants.h"
 
 #define MIB (1024ull * 1024ull)
 
 eli_plan_params eli_plan_default_params(void) {
-    eli_plan_params p = {4096, 512, ELI_TYPE_F16, 0, -1};
+    eli_plan_params p = {4096, 512, ELI_TYPE_F16, ELI_TYPE_F16, 0, 1};
     return p;
-}
-
-static uint64_t page_size(void) {
-    long pg = sysconf(_SC_PAGESIZE);
-    return pg > 0 ? (uint64_t)pg : 4096;
-}
-
-static int default_ckpt(void) {
-    const char *e = getenv("ELIZA_LLM_KV_CHECKPOINTS");
-    if (!e || !*e) return 1;
-    char *end;
-    long v = strtol(e, &end, 10);
-    return *end || v < 0 ? 1 : v > 64 ? 64 : (int)v;
 }
 
 /* Tokenizer heap without measuring: per token its text twice (text + piece), offsets, type/flag bytes and
  * hash slots, about 48 bytes plus the text. */
 static uint64_t estimate_tokenizer(int64_t n_vocab, uint64_t text_bytes) { return (uint64_t)n_vocab * 48 + 2 * text_bytes; }
 
-/* Everything but the weights, from the model struct (geometry only). */
+/* Everything but the weights, from the model struct (geometry only): the sequence's part is what the
+ * default executor says it allocates (exec.h plan). */
 static int plan_core(const eli_model *m, const eli_plan_params *pp, eli_plan *o, eli_error *err) {
     eli_plan_params p = pp ? *pp : eli_plan_default_params();
     const eli_hparams *hp = &m->hp;
-    eli_context_params cp = eli_context_default_params();
-    cp.n_ctx = p.n_ctx > 0 ? p.n_ctx : 4096;
-    if (cp.n_ctx > hp->n_ctx_train) cp.n_ctx = hp->n_ctx_train;
-    cp.n_ubatch = p.n_ubatch > 0 ? p.n_ubatch : 512;
-    if (cp.n_ubatch > cp.n_ctx) cp.n_ubatch = cp.n_ctx;
-    cp.kv_type = p.kv_type;
-    cp.n_threads = p.n_threads;
-    if (cp.n_threads <= 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        cp.n_threads = n > 0 ? (int)n : 1;
-    }
-    const eli_type_traits *tt = eli_type_info(p.kv_type);
-    if (!tt || !tt->quantize) return eli_fail(err, ELI_ERR_INVALID_ARG, "KV cache type %u is not supported", p.kv_type);
-    for (int il = 0; il < hp->n_layer; il++)
-        if (m->layers[il].head_dim % (int)tt->block_size)
-            return eli_fail(err, ELI_ERR_INVALID_ARG, "KV cache type %s needs head dims that are multiples of %u", tt->name,
-                            tt->block_size);
-    o->n_ctx = cp.n_ctx;
-    o->n_ubatch = cp.n_ubatch;
-    o->n_threads = cp.n_threads;
-    o->n_ckpt = p.n_ckpt < 0 ? default_ckpt() : p.n_ckpt;
-    o->swa_cells = eli_kv_layer_cells(1, hp->n_swa, cp.n_ctx, cp.n_ubatch);
-    size_t swa, full;
-    eli_kv_predict_bytes(m, cp.n_ctx, cp.n_ubatch, cp.kv_type, &swa, &full);
-    o->kv_swa = swa;
-    o->kv_full = full;
-    /* a checkpoint: every true ring's cells (positions + K + V) */
-    uint64_t one = 0;
-    if (o->swa_cells < cp.n_ctx)
-        for (int il = 0; il < hp->n_layer; il++) {
-            const eli_layer *l = &m->layers[il];
-            if (l->has_kv && l->is_swa)
-                one += (uint64_t)o->swa_cells * (4 + 2 * eli_row_size(cp.kv_type, (int64_t)l->n_head_kv * l->head_dim));
-        }
-    o->kv_ckpt = one * (uint64_t)o->n_ckpt;
-    o->scratch = eli_context_scratch_bytes(m, &cp) + eli_context_qbuf_bound(m, &cp);
+    eli_seq_params sp = eli_seq_default();
+    sp.n_ctx = p.n_ctx > 0 ? p.n_ctx : 4096;
+    if (sp.n_ctx > hp->n_ctx_train) sp.n_ctx = hp->n_ctx_train;
+    sp.n_ubatch = p.n_ubatch > 0 ? p.n_ubatch : 512;
+    if (sp.n_ubatch > sp.n_ctx) sp.n_ubatch = sp.n_ctx;
+    sp.kv_type_k = p.kv_type_k;
+    sp.kv_type_v = p.kv_type_v;
+    sp.n_threads = p.n_threads > 0 ? p.n_threads : eli_os_cpu_count();
+    if (p.n_ckpt < 0 || p.n_ckpt > 64) return eli_fail(err, ELI_ERR_INVALID_ARG, "%d checkpoints: expected 0..64", p.n_ckpt);
+    sp.n_ckpt = p.n_ckpt;
+    eli_seq_memory mem;
+    int rc = eli_exec_default()->plan(m, &sp, &mem, err);
+    if (rc) return rc;
+    o->n_ctx = sp.n_ctx;
+    o->n_ubatch = sp.n_ubatch;
+    o->n_threads = sp.n_threads;
+    o->n_ckpt = sp.n_ckpt;
+    o->swa_cells = hp->n_swa + sp.n_ubatch < sp.n_ctx ? hp->n_swa + sp.n_ubatch : sp.n_ctx;
+    o->kv_swa = mem.kv_swa;
+    o->kv_full = mem.kv_full;
+    o->kv_ckpt = mem.kv_ckpt;
+    o->scratch = mem.scratch;
     /* eli_gen: tokens (capacity doubles from 256), logits + hidden, sampler candidates/probabilities */
     uint64_t cap = 256;
-    while ((int64_t)cap < cp.n_ctx) cap *= 2;
+    while ((int64_t)cap < sp.n_ctx) cap *= 2;
     o->session = cap * 4 + (uint64_t)hp->n_vocab * (4 + 12) + (uint64_t)hp->n_embd * 4;
-    o->baseline = 4 * MIB + (uint64_t)cp.n_threads * 64 * 1024;
+    o->baseline = 4 * MIB + (uint64_t)sp.n_threads * 64 * 1024;
     return ELI_OK;
 }
 
@@ -298,52 +269,12 @@ int64_t eli_plan_fit(const eli_model *m, const char *arch, const char *wtype, co
 /* ---- measurements ---- */
 
 void eli_plan_ple_resident(const eli_model *m, uint64_t *mapped, uint64_t *cached) {
-    *mapped = *cached = UINT64_MAX;
     const eli_weight *pl = &m->ple_token_embd;
-    if (!pl->data) {
-        *mapped = *cached = 0;
-        return;
-    }
-    const uint64_t pg = page_size();
-    const uintptr_t lo = (uintptr_t)pl->data & ~(uintptr_t)(pg - 1);
-    const uintptr_t hi = ((uintptr_t)pl->data + (uintptr_t)pl->rows * pl->row_bytes + pg - 1) & ~(uintptr_t)(pg - 1);
-    const size_t n = (hi - lo) / pg;
-    unsigned char *vec = malloc(n ? n : 1);
-    if (vec && !mincore((void *)lo, hi - lo, vec)) {
-        uint64_t c = 0;
-        for (size_t i = 0; i < n; i++) c += vec[i] & 1;
-        *cached = c * pg;
-    }
-    free(vec);
-    int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    uint64_t present = 0, buf[512];
-    int ok = 1;
-    for (size_t i = 0; i < n && ok;) {
-        size_t k = n - i < 512 ? n - i : 512;
-        off_t off = (off_t)((lo / pg + i) * sizeof(uint64_t));
-        if (pread(fd, buf, k * sizeof *buf, off) != (ssize_t)(k * sizeof *buf)) ok = 0;
-        for (size_t j = 0; ok && j < k; j++) present += buf[j] >> 63;
-        i += k;
-    }
-    close(fd);
-    if (ok) *mapped = present * pg;
-}
-
-long eli_plan_proc_kb(const char *file, const char *key) {
-    FILE *f = fopen(file, "r");
-    if (!f) return -1;
-    char line[256];
-    long kb = -1;
-    const size_t kl = strlen(key);
-    while (kb < 0 && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, kl) && line[kl] == ':') kb = strtol(line + kl + 1, NULL, 10);
-    fclose(f);
-    return kb;
+    eli_os_resident(pl->data, pl->data ? (size_t)pl->rows * pl->row_bytes : 0, mapped, cached);
 }
 
 static uint64_t status_bytes(const char *key) {
-    const long kb = eli_plan_proc_kb("/proc/self/status", key);
+    const long kb = eli_os_proc_kb("/proc/self/status", key);
     return kb > 0 ? (uint64_t)kb * 1024 : 0;
 }
 

@@ -1,5 +1,5 @@
 /* Memory planner: what a stream of a model costs in resident memory, predicted from the same code that
- * allocates it (eli_kv_predict_bytes, eli_context_scratch_bytes) plus the mapping's touched bytes.
+ * allocates it (the default executor's plan, exec.h) plus the mapping's touched bytes.
  *
  *   weights resident  file bytes that decoding touches: every tensor except the per-layer-embedding (PLE)
  *                     table, plus the header/metadata (read at load). The matrices are copied out of the
@@ -28,9 +28,9 @@
 typedef struct eli_plan_params {
     int64_t n_ctx;    /* 0 = 4096 (clamped to the trained context) */
     int64_t n_ubatch; /* 0 = 512 */
-    uint32_t kv_type; /* ELI_TYPE_F16 default */
+    uint32_t kv_type_k, kv_type_v; /* ELI_TYPE_F16 default */
     int n_threads;    /* 0 = online CPUs */
-    int n_ckpt;       /* window checkpoints per stream; -1 = the default (1, or ELIZA_LLM_KV_CHECKPOINTS) */
+    int n_ckpt;       /* window checkpoints per stream (0..64); 1 by default */
 } eli_plan_params;
 
 eli_plan_params eli_plan_default_params(void);
@@ -57,9 +57,6 @@ int64_t eli_plan_fit(const eli_model *m, const char *arch, const char *wtype, co
 /* Resident bytes of the PLE table's range: mapped into this process (/proc/self/pagemap present bits; what
  * counts toward RSS) and in the page cache (mincore). Either is UINT64_MAX when it cannot be read. */
 void eli_plan_ple_resident(const eli_model *m, uint64_t *mapped, uint64_t *cached);
-/* A "key: N kB" line of a /proc file in KiB, -1 when absent: "VmRSS" / "VmHWM" / "RssAnon" / "RssFile" ...
- * of /proc/self/status, "MemAvailable" of /proc/meminfo. */
-long eli_plan_proc_kb(const char *file, const char *key);
 /* VmRSS / VmHWM of this process in bytes (0 when unavailable). */
 uint64_t eli_plan_vm_rss(void);
 uint64_t eli_plan_vm_hwm(void);

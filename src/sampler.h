@@ -1,9 +1,11 @@
-/* Token sampler: repetition penalties, top-k, top-p, min-p, temperature, then a seeded random draw.
+/* Token sampler: a chain of stages (the repetition penalties, a grammar, ...), then top-k, top-p, min-p,
+ * temperature and a seeded random draw.
  *
  * The chain, in this order (the order of llama.cpp's default chain, minus the samplers we do not have):
- *   1. penalties   over the last repeat_last_n accepted tokens (llama.cpp semantics: a logit <= 0 is
- *                  multiplied by repeat_penalty, a positive one divided; then minus
- *                  count * frequency_penalty + presence_penalty);
+ *   1. stages      the penalties first, over the last repeat_last_n tokens of the context (llama.cpp
+ *                  semantics: a logit <= 0 is multiplied by repeat_penalty, a positive one divided;
+ *                  then minus count * frequency_penalty + presence_penalty); then the stages added
+ *                  later (eli_sampler_add_stage: a grammar);
  *   2. top-k       keep the k highest logits;
  *   3. top-p       keep the smallest prefix (by probability, highest first) whose mass reaches top_p;
  *   4. min-p       keep tokens whose probability is at least min_p times the highest one;
@@ -14,8 +16,8 @@
  * the choice among the survivors. Penalties come first because they change which tokens are plausible.
  * temperature <= 0 means greedy: the argmax of the penalized logits (ties: lowest id).
  *
- * Determinism: every result depends only on the parameters, the seed, the accepted tokens and the
- * logits; ties are broken by token id, nothing depends on threads or global state. Not thread-safe per
+ * Determinism: every result depends only on the parameters, the seed, the stages' states, the accepted
+ * tokens and the logits; ties are broken by token id, nothing depends on threads or global state. Not thread-safe per
  * handle (use one handle per sequence). */
 #ifndef ELI_SAMPLER_H
 #define ELI_SAMPLER_H
@@ -43,30 +45,71 @@ eli_sampler_params eli_sampler_default_params(void);
 
 typedef struct eli_sampler eli_sampler;
 
-/* n_vocab: the length of every logits row. ELI_ERR_INVALID_ARG on bad parameters, ELI_ERR_OOM. */
+/* n_vocab: the length of every logits row. ELI_ERR_INVALID_ARG on bad parameters, ELI_ERR_OOM. The chain
+ * starts with one stage, the penalties (when the parameters turn them on). */
 int eli_sampler_create(const eli_sampler_params *params, int32_t n_vocab, eli_sampler **out, eli_error *err);
 void eli_sampler_free(eli_sampler *s);
 
+/* ---- stages ----
+ * A stage is state that reshapes or narrows the next-token distribution and follows the tokens (the
+ * penalties follow the whole context; a grammar, the generated tokens). Stages run in the order they
+ * were added, on a copy of the logits, before the filters (top-k, top-p, min-p, temperature) and the
+ * draw. The sampler owns a stage once added. */
+typedef struct eli_sampler_stage {
+    const char *name; /* in messages and in snapshots */
+    void *self;
+    /* apply only removes tokens (sets their logit to -INFINITY) and allows can tell which: greedy
+     * sampling then takes the unmasked argmax when every such stage allows it (the same token, without
+     * the cost of a whole mask), and a drafted token can be checked alone */
+    int mask_only;
+    int (*apply)(void *self, float *logits, int32_t n_vocab, eli_error *err); /* ELI_OK or negative */
+    int (*allows)(void *self, int32_t token, eli_error *err);                 /* 1, 0, or negative; mask_only */
+    /* a token joins the sequence: generated is 1 for the model's own tokens, 0 for context (prompt) ones */
+    int (*accept)(void *self, int32_t token, int generated, eli_error *err);
+    void (*reset)(void *self);
+    /* snapshots, for slot files and rollbacks: state_size bytes written by save, read back by load (which
+     * validates them: a damaged snapshot is an error and changes nothing) */
+    size_t (*state_size)(const void *self);
+    void (*save)(const void *self, void *buf);
+    int (*load)(void *self, const void *buf, size_t n, eli_error *err);
+    void (*free)(void *self);
+} eli_sampler_stage;
+
+/* Appends a stage (copied; the sampler frees its self with it, also when this fails). */
+int eli_sampler_add_stage(eli_sampler *s, const eli_sampler_stage *stage, eli_error *err);
+
 /* Draws a token from logits[n_vocab] (not modified). Does not record it: call eli_sampler_accept with
- * the token that is actually kept (and, if wanted, with the prompt tokens). */
-int32_t eli_sampler_sample(eli_sampler *s, const float *logits);
+ * the token that is actually kept. Negative when a stage fails (err). */
+int eli_sampler_sample(eli_sampler *s, const float *logits, int32_t *token, eli_error *err);
 
-/* The distribution eli_sampler_sample draws from, for these logits and the current history, written to
+/* The distribution eli_sampler_sample draws from, for these logits and the current state, written to
  * probs[n_vocab] (0 for every filtered token; one-hot when greedy). Consumes no randomness. Returns the
- * number of tokens with non-zero probability. For speculative decoding. */
-int32_t eli_sampler_probs(eli_sampler *s, const float *logits, float *probs);
+ * number of tokens with non-zero probability (>= 1), negative when a stage fails. For speculative
+ * decoding. */
+int32_t eli_sampler_probs(eli_sampler *s, const float *logits, float *probs, eli_error *err);
 
-/* Adds a token to the penalty history (ids outside [0, n_vocab) are ignored). */
-void eli_sampler_accept(eli_sampler *s, int32_t token);
+/* 1 when every mask-only stage lets token come next (a drafted token's check), 0 if one refuses it,
+ * negative on a stage error. */
+int eli_sampler_allows(eli_sampler *s, int32_t token, eli_error *err);
 
-/* Clears the history and restarts the random stream from the seed: after a reset the sampler repeats
+/* A generated token joins the sequence: every stage follows it (a grammar refuses one it does not allow:
+ * ELI_ERR_INVALID_ARG, nothing changed). Ids outside [0, n_vocab) are ignored. */
+int eli_sampler_accept(eli_sampler *s, int32_t token, eli_error *err);
+/* A context (prompt) token: only the stages that follow the whole context see it (the penalties). */
+void eli_sampler_note(eli_sampler *s, int32_t token);
+
+/* Resets every stage and restarts the random stream from the seed: after a reset the sampler repeats
  * exactly what it did after creation. */
 void eli_sampler_reset(eli_sampler *s);
 /* Same, with a new seed. */
 void eli_sampler_reseed(eli_sampler *s, uint64_t seed);
-/* The random stream's state, for save/restore: setting a saved state continues the stream exactly. */
-void eli_sampler_get_rng(const eli_sampler *s, uint64_t state[4]);
-void eli_sampler_set_rng(eli_sampler *s, const uint64_t state[4]);
+
+/* The whole state (the random stream and every stage's), for slot files and rollbacks: restoring a saved
+ * state continues exactly. load checks the stage names and sizes against this sampler's chain and leaves
+ * it unchanged on any mismatch. */
+size_t eli_sampler_state_size(const eli_sampler *s);
+void eli_sampler_save(const eli_sampler *s, void *buf);
+int eli_sampler_load(eli_sampler *s, const void *buf, size_t n, eli_error *err);
 
 /* Plain softmax of logits[n] into probs[n] (max-subtracted, accumulated in double; NaN counts as -inf;
  * if every logit is -inf the result is uniform). */

@@ -1,23 +1,27 @@
-/* Stream state on disk (save_slot / restore_slot) and window checkpoints for exact prefix reuse.
+/* Stream state on disk (save_slot / restore_slot).
  *
- * Slot file, version 2 (little-endian, native layout of the fields below):
+ * Slot file, version 4 (little-endian, native layout of the fields below):
  *   header   magic "ELISLOT\0", version, endian marker 0x01020304, model identity hash, model geometry
- *            (n_layer, n_embd, n_vocab, n_swa), stream config (n_ctx, n_ubatch, KV type), flags (pending,
- *            logits valid, done, MTP, hidden valid), n_tokens, n_past, n_generated, the sampler's random state (4 x u64:
- *            a restored stream at temperature > 0 continues exactly; version 1 lacked it and is refused),
- *            then the MTP state when the stream drafts (eli_spec_resume: window, pause, pause length,
- *            reserved u32, random state u64, acceptance counts 2 x f64; zeros otherwise; version 2 lacked
- *            it and is refused, as a restored sampled MTP stream would not continue exactly)
- *   tokens   n_tokens int32 (the committed positions)
+ *            (n_layer, n_embd, n_vocab, n_swa), the sequence's shape (n_ctx, n_ubatch, the K and V cache
+ *            types), flags (pending, logits valid, done, MTP, hidden valid), n_tokens, n_past, n_generated,
+ *            the sizes of the sampler's and the sequence's states (u64 each, then 2 reserved u64), then the
+ *            MTP state when the stream drafts (eli_spec_resume: window, pause, pause length, reserved u32,
+ *            random state u64, acceptance counts 2 x f64; zeros otherwise)
+ *   tokens   n_tokens int32 (the committed positions; one more than n_past when the last generated token is
+ *            pending, which a full context never caches)
  *   logits   n_vocab float32, only when the logits-valid flag is set
  *   hidden   n_embd float32, the final hidden state of the last cached position (the drafter's input),
  *            only when the hidden-valid flag is set
- *   layers   per layer: index, has-storage; with storage: n_cells, row_bytes, n_used, then n_used positions
- *            (in increasing cell order; cell = position mod n_cells), their K rows, their V rows
+ *   sampler  the sampler's state (eli_sampler_save: the random stream and every stage's, such as the
+ *            penalties' history or a grammar's position)
+ *   sequence the executor's state of the sequence (exec.h save_state: for the CPU, n_past and the KV cells,
+ *            cpu/kv_cache.h eli_kv_save)
  *   checksum 64-bit xxh64-style hash of every byte before it
- * Written atomically (fileio.h). Restore maps the file, checks the checksum first (truncated or corrupted
- * files fail there), then magic/version, the model identity and the config (a mismatch names what differs),
- * then every count and position against the live cache; nothing is changed unless all of it passes. */
+ * Older versions are refused naming what they lack: 1 the sampler's random state, 2 the MTP state, 3
+ * separate K and V types and the sampler's whole state. Written atomically (fileio.h). Restore maps the
+ * file, checks the checksum first (truncated or corrupted files fail there), then magic/version, the
+ * model identity and the shape (a mismatch names what differs), then every count; the sampler and the
+ * executor check their parts before changing anything, and nothing is changed unless all of it passes. */
 #ifndef ELI_SLOT_H
 #define ELI_SLOT_H
 
@@ -25,11 +29,12 @@
 #include <stdint.h>
 
 #include "error.h"
-#include "forward.h"
+#include "exec.h"
 #include "model.h"
+#include "sampler.h"
 #include "speculative.h"
 
-#define ELI_SLOT_VERSION 3
+#define ELI_SLOT_VERSION 4
 
 /* Streaming 64-bit hash (the XXH64 construction, seed 0). */
 typedef struct eli_hash64 {
@@ -55,24 +60,17 @@ typedef struct eli_slot_state {
     int64_t n_tokens, cap_tokens;
     int pending, logits_valid, hidden_valid, done;
     int64_t n_generated;
-    uint64_t rng[4]; /* the sampler's random state (eli_sampler_get_rng) */
+    eli_sampler *sampler; /* save: its state is written; restore: it is loaded (NULL: none) */
     int has_mtp;     /* the stream drafts: mtp holds its state (eli_spec_get_resume) */
     eli_spec_resume mtp;
 } eli_slot_state;
 
-/* n_ubatch: the session's configured value (0 = default), resolved like eli_context_create does. */
-int eli_slot_save(const char *path, const eli_model *m, eli_context *ctx, int64_t n_ubatch, const eli_slot_state *st,
-                  const float *logits, const float *hidden, eli_error *err);
-/* On success the cache holds the file's cells, n_past is set, logits (n_vocab floats) and hidden (n_embd)
- * receive the saved ones when they were valid, and *st the rest. On failure nothing is changed. */
-int eli_slot_restore(const char *path, const eli_model *m, eli_context *ctx, int64_t n_ubatch, eli_slot_state *st,
-                     float *logits, float *hidden, eli_error *err);
-
-/* ---- window checkpoints over a context (see kv_cache.h) ---- */
-/* Takes a checkpoint at the context's current position (no-op without rings). */
-void eli_slot_checkpoint(eli_context *ctx);
-/* Truncates the context to n_keep if the rings allow it (returns n_keep), else restores the nearest
- * checkpoint r <= n_keep and returns r (the caller decodes r .. n_keep - 1), else returns -1 (nothing changed). */
-int64_t eli_slot_resume(eli_context *ctx, int64_t n_keep);
+/* The stream's state and seq's (its KV cache, through the executor) to path, atomically. */
+int eli_slot_save(const char *path, eli_xseq *seq, const eli_slot_state *st, const float *logits, const float *hidden,
+                  eli_error *err);
+/* On success seq holds the file's state, logits (n_vocab floats) and hidden (n_embd) receive the saved ones
+ * when they were valid, st->sampler (when set) the saved sampler state, and *st the rest. On failure
+ * nothing is changed. */
+int eli_slot_restore(const char *path, eli_xseq *seq, eli_slot_state *st, float *logits, float *hidden, eli_error *err);
 
 #endif

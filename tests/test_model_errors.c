@@ -861,14 +861,12 @@ static int in_range(const void *at, uint64_t bytes, const uint8_t *lo, const uin
     return p >= lo && p <= hi && bytes <= (uint64_t)(hi - p);
 }
 
-/* the weight's bytes lie in the file, or in the model's copy of its matrices (pack.h) */
-static int weight_ok(const eli_model *m, const eli_weight *w, const uint8_t *lo, const uint8_t *hi) {
+/* the weight's bytes lie in the file (binding reads nothing and copies nothing: no executor prepared it) */
+static int weight_ok(const eli_weight *w, const uint8_t *lo, const uint8_t *hi) {
     if (!w->data) return 1;
     const uint64_t bytes = (uint64_t)w->row_bytes * (uint64_t)w->rows * (uint64_t)w->n_mat;
-    const uint8_t *plo = m->packed_map, *phi = plo ? plo + m->packed_map_len : NULL;
-    return w->row_bytes == eli_row_size(w->type, w->cols) && w->rows > 0 && w->n_mat > 0 &&
-           (in_range(w->data, bytes, lo, hi) || (plo && in_range(w->data, bytes, plo, phi))) &&
-           (!w->packed || (plo && in_range(w->packed, bytes, plo, phi)));
+    return w->row_bytes == eli_row_size(w->type, w->cols) && w->rows > 0 && w->n_mat > 0 && in_range(w->data, bytes, lo, hi) &&
+           !w->packed;
 }
 
 #ifndef MODEL_MUTATION_ITERS
@@ -922,13 +920,13 @@ static void test_mutations(void) {
         }
         loaded++;
         const uint8_t *lo = buf, *hi = buf + size;
-        int ok = weight_ok(m, &m->token_embd, lo, hi) && weight_ok(m, &m->output, lo, hi) &&
-                 weight_ok(m, &m->ple_token_embd, lo, hi) && weight_ok(m, &m->ple_model_proj, lo, hi) && m->hp.n_layer >= 1;
+        int ok = weight_ok(&m->token_embd, lo, hi) && weight_ok(&m->output, lo, hi) &&
+                 weight_ok(&m->ple_token_embd, lo, hi) && weight_ok(&m->ple_model_proj, lo, hi) && m->hp.n_layer >= 1;
         for (int il = 0; il < m->hp.n_layer; il++) {
             const eli_layer *l = &m->layers[il];
-            ok &= weight_ok(m, &l->wq, lo, hi) && weight_ok(m, &l->wk, lo, hi) && weight_ok(m, &l->wv, lo, hi) &&
-                  weight_ok(m, &l->wo, lo, hi) && weight_ok(m, &l->ffn_gate, lo, hi) && weight_ok(m, &l->ffn_up, lo, hi) &&
-                  weight_ok(m, &l->ffn_down, lo, hi) && weight_ok(m, &l->inp_gate, lo, hi) && weight_ok(m, &l->proj, lo, hi);
+            ok &= weight_ok(&l->wq, lo, hi) && weight_ok(&l->wk, lo, hi) && weight_ok(&l->wv, lo, hi) &&
+                  weight_ok(&l->wo, lo, hi) && weight_ok(&l->ffn_gate, lo, hi) && weight_ok(&l->ffn_up, lo, hi) &&
+                  weight_ok(&l->ffn_down, lo, hi) && weight_ok(&l->inp_gate, lo, hi) && weight_ok(&l->proj, lo, hi);
             ok &= l->kv_source >= 0 && l->kv_source < m->hp.n_layer && m->layers[l->kv_source].has_kv;
             ok &= l->attn_norm && l->q_norm && l->post_attn_norm && l->ffn_norm && l->post_ffw_norm;
             ok &= l->wq.rows == (int64_t)l->head_dim * l->n_head && l->n_head % l->n_head_kv == 0;

@@ -12,6 +12,7 @@
 #include "quants.h"
 #include "kernels.h"
 #include "test.h"
+#include "test_exec.h"
 
 #define N_TOK 96
 
@@ -60,11 +61,13 @@ static cmp_stats compare(const float *ref, const float *ours, int rows, int n_vo
     return s;
 }
 
-static float *run_k(const eli_model *m, const int32_t *ids, int n, uint32_t kv, int threads, int step, int reference) {
+static float *run_kv(const eli_model *m, const int32_t *ids, int n, uint32_t kv_k, uint32_t kv_v, int threads, int step,
+                     int reference) {
     eli_context_params p = eli_context_default_params();
-    p.reference_kernels = reference;
+    p.kernels = reference ? eli_kernels_reference() : NULL;
     p.n_ctx = 128;
-    p.kv_type = kv;
+    p.kv_type_k = kv_k;
+    p.kv_type_v = kv_v;
     p.n_threads = threads;
     eli_error err = {0};
     eli_context *c = eli_context_create(m, &p, &err);
@@ -87,8 +90,51 @@ static float *run_k(const eli_model *m, const int32_t *ids, int n, uint32_t kv, 
     return logits;
 }
 
+static float *run_k(const eli_model *m, const int32_t *ids, int n, uint32_t kv, int threads, int step, int reference) {
+    return run_kv(m, ids, n, kv, kv, threads, step, reference);
+}
+
 static float *run(const eli_model *m, const int32_t *ids, int n, uint32_t kv, int threads, int step) {
     return run_k(m, ids, n, kv, threads, step, 0);
+}
+
+/* K and V cache types chosen independently (the hosts pass f16 K with q8_0 V, q8_0 K with a 4-bit V):
+ * every pair against llama.cpp's f32-KV logits, batch and one token at a time, on both attention paths
+ * (the fused one needs f32/f16 on both sides). Each bound is about 3x what this build measured (6e-8,
+ * 1.2e-7, 1.2e-5, 3.9e-5, 3.1e-3, 5.0e-3 in the order of the table). */
+static void check_kv_pairs(void) {
+    eli_error err = {0};
+    test_model t;
+    CHECK(!test_model_load(eli_shared_path("golden/models/e2b-mini-f32.gguf"), 0, NULL, &t, &err), "%s", err.msg);
+    const eli_model *m = t.m;
+    if (!m) return;
+    int32_t ids[N_TOK];
+    CHECK(read_ids(eli_shared_path("golden/models/e2b-mini.tokens.txt"), ids, N_TOK) == N_TOK, "tokens");
+    const int V = m->hp.n_vocab;
+    float *want = read_f32(eli_shared_path("golden/models/e2b-mini-f32.logits.f32"), (size_t)N_TOK * V);
+    static const struct {
+        uint32_t k, v;
+        double bound;
+    } pairs[] = {{ELI_TYPE_F32, ELI_TYPE_F16, 2e-7},  {ELI_TYPE_F16, ELI_TYPE_F32, 4e-7},
+                 {ELI_TYPE_F16, ELI_TYPE_Q8_0, 4e-5}, {ELI_TYPE_Q8_0, ELI_TYPE_F16, 1.2e-4},
+                 {ELI_TYPE_Q8_0, ELI_TYPE_Q4_0, 1e-2}, {ELI_TYPE_Q4_0, ELI_TYPE_Q8_0, 1.5e-2}};
+    for (size_t i = 0; want && i < sizeof pairs / sizeof pairs[0]; i++) {
+        float *got = run_kv(m, ids, N_TOK, pairs[i].k, pairs[i].v, 2, 0, 0);
+        float *step = run_kv(m, ids, N_TOK, pairs[i].k, pairs[i].v, 1, 1, 0);
+        CHECK(got && step, "K %s V %s: forward failed", eli_type_name(pairs[i].k), eli_type_name(pairs[i].v));
+        if (got && step) {
+            cmp_stats s = compare(want, got, N_TOK, V), d = compare(got, step, N_TOK, V);
+            printf("K %-4s V %-4s: mean KLD %.3g  argmax %.1f%%  batch vs step KLD %.3g\n", eli_type_name(pairs[i].k),
+                   eli_type_name(pairs[i].v), s.mean_kld, 100 * s.argmax_agree, d.mean_kld);
+            CHECK(s.mean_kld <= pairs[i].bound && s.argmax_agree >= 0.95, "K %s V %s: KLD %.3g (bound %.3g) argmax %.3f",
+                  eli_type_name(pairs[i].k), eli_type_name(pairs[i].v), s.mean_kld, pairs[i].bound, s.argmax_agree);
+            CHECK(d.mean_kld <= 1e-5, "K %s V %s: batch vs step KLD %.3g", eli_type_name(pairs[i].k),
+                  eli_type_name(pairs[i].v), d.mean_kld);
+        }
+        free(got), free(step);
+    }
+    free(want);
+    test_model_free(&t);
 }
 
 static int argmax(const float *x, int n) {
@@ -106,7 +152,7 @@ static void check_greedy(const eli_model *m, const int32_t *ids, const char *gre
     if (nw != 16) return;
     eli_context_params p = eli_context_default_params();
     p.n_ctx = 128;
-    p.kv_type = ELI_TYPE_F32;
+    p.kv_type_k = p.kv_type_v = ELI_TYPE_F32;
     eli_error err = {0};
     eli_context *c = eli_context_create(m, &p, &err);
     float *logits = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
@@ -129,8 +175,9 @@ static void check_model(const char *model, const char *base, int is_f32) {
     snprintf(ref, sizeof ref, "golden/models/%s.logits.f32", model);
     snprintf(greedy, sizeof greedy, "golden/models/%s.greedy.txt", model);
     eli_error err = {0};
-    eli_model *m = eli_model_load(eli_shared_path(path), &err);
-    CHECK(m != NULL, "%s: %s", model, err.msg);
+    test_model t; /* packed where the kernels have packed layouts, as streams run it */
+    CHECK(!test_model_load(eli_shared_path(path), 0, NULL, &t, &err), "%s: %s", model, err.msg);
+    const eli_model *m = t.m;
     if (!m) return;
     int32_t ids[N_TOK];
     CHECK(read_ids(eli_shared_path(tok), ids, N_TOK) == N_TOK, "%s: cannot read tokens", model);
@@ -175,13 +222,13 @@ static void check_model(const char *model, const char *base, int is_f32) {
     check_greedy(m, ids, eli_shared_path(greedy), model);
     free(want);
     free(got);
-    eli_model_free(m);
+    test_model_free(&t);
 }
 
-/* Q4_0, Q4_K and F16 matrices are packed at load for the best kernel table when it has packed kernels for
- * them (pack.h), so check_model above measured the packed path; here the row-major one
- * (ELIZA_LLM_REPACK=0) and the reference table's scalar packed kernels are held to the golden logits too,
- * a packed row reads back as the row-major one, and a bad value is refused. */
+/* Q4_0, Q4_K and F16 matrices are packed when the CPU executor prepares a model, for the best kernel table
+ * when it has packed kernels for them (pack.h), so check_model above measured the packed path; here the
+ * row-major one (a model no executor prepared, as with ELIZA_LLM_REPACK=0) and the reference table's scalar
+ * packed kernels are held to the golden logits too, and a packed row reads back as the row-major one. */
 #define N_LAYER0 7
 static const eli_weight *layer0(const eli_model *m, int i) {
     const eli_layer *l = &m->layers[0];
@@ -196,8 +243,9 @@ static void check_packing(const char *model) {
     int32_t ids[N_TOK];
     CHECK(read_ids(eli_shared_path("golden/models/e2b-mini.tokens.txt"), ids, N_TOK) == N_TOK, "cannot read tokens");
     eli_error err = {0};
-    eli_model *m = eli_model_load(eli_shared_path(path), &err);
-    CHECK(m != NULL, "%s", err.msg);
+    test_model t;
+    CHECK(!test_model_load(eli_shared_path(path), 0, NULL, &t, &err), "%s", err.msg);
+    const eli_model *m = t.m;
     if (!m) return;
     const int V = m->hp.n_vocab;
     float *want = read_f32(eli_shared_path(ref_path), (size_t)N_TOK * V);
@@ -214,10 +262,9 @@ static void check_packing(const char *model) {
           "%s: %d matrices of layer 0 packed against the %s table's packed kernels (%d packed)", model, wrong, best->name,
           n_packed);
     float *ref = run_k(m, ids, N_TOK, ELI_TYPE_F32, 2, 0, 1);
-    setenv("ELIZA_LLM_REPACK", "0", 1);
+    /* a model no executor prepared computes where the file maps it (ELIZA_LLM_REPACK=0 does the same) */
     eli_model *rm = eli_model_load(eli_shared_path(path), &err);
-    CHECK(rm && !rm->layers[0].wq.packed && !rm->layers[0].ffn_down.packed, "ELIZA_LLM_REPACK=0 still packed (%s)",
-          err.msg);
+    CHECK(rm && !rm->layers[0].wq.packed && !rm->layers[0].ffn_down.packed, "an unprepared model is packed (%s)", err.msg);
     float *rowmajor = rm ? run(rm, ids, N_TOK, ELI_TYPE_F32, 2, 0) : NULL;
     /* a row of a packed matrix (what an embedding lookup reads) equals the row-major one */
     if (rm && pi >= 0) {
@@ -232,12 +279,7 @@ static void check_packing(const char *model) {
         CHECK(same == pw->rows, "%s packed rows: %d of %lld equal the row-major ones", model, same, (long long)pw->rows);
         free(a), free(b);
     }
-    setenv("ELIZA_LLM_REPACK", "yes", 1);
-    eli_model *bad = eli_model_load(eli_shared_path(path), &err);
-    CHECK(!bad && strstr(err.msg, "ELIZA_LLM_REPACK"), "ELIZA_LLM_REPACK=yes accepted (%s)", err.msg);
-    eli_model_free(bad);
-    unsetenv("ELIZA_LLM_REPACK");
-    const char *names[] = {"reference kernels", "row-major (ELIZA_LLM_REPACK=0)"};
+    const char *names[] = {"reference kernels", "row-major (not repacked)"};
     float *logits[] = {ref, rowmajor};
     for (int i = 0; i < 2; i++) {
         CHECK(want && logits[i], "%s %s: no logits", model, names[i]);
@@ -248,10 +290,11 @@ static void check_packing(const char *model) {
     }
     free(want), free(ref), free(rowmajor);
     eli_model_free(rm);
-    eli_model_free(m);
+    test_model_free(&t);
 }
 
 int main(void) {
+    check_kv_pairs();
     check_packing("e2b-mini-q4_0");
     check_packing("e2b-mini-q4_k_m");
     check_packing("e2b-mini-f16");

@@ -15,9 +15,11 @@
 #include "engine.h"
 #include "forward.h"
 #include "kv_cache.h"
+#include "kv_types.h"
 #include "plan.h"
 #include "quants.h"
 #include "test.h"
+#include "test_exec.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1
@@ -32,7 +34,8 @@
 
 static void test_kv_prediction(void) {
     static const char *models[] = {"e2b-mini-f32", "e2b-mini-q4_k_m", "dense-kv-mini-f32", "moe-mini-f32"};
-    static const char *kvs[] = {"f16", "f32", "q8_0"};
+    /* K and V types: alike, and mixed as the hosts pass them */
+    static const char *kvs[][2] = {{"f16", "f16"}, {"f32", "f32"}, {"q8_0", "q8_0"}, {"f16", "q8_0"}, {"q8_0", "q4_0"}};
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         char rel[256];
         snprintf(rel, sizeof rel, "golden/models/%s.gguf", models[i]);
@@ -41,22 +44,23 @@ static void test_kv_prediction(void) {
         CHECK(m != NULL, "%s: %s", rel, err.msg);
         if (!m) continue;
         const int64_t ctxs[] = {64, 256, 4096}, ubs[] = {4, 512};
-        for (size_t k = 0; k < 3; k++)
+        for (size_t k = 0; k < sizeof kvs / sizeof kvs[0]; k++)
             for (size_t c = 0; c < 3; c++)
                 for (size_t u = 0; u < 2; u++) {
                     eli_plan_params pp = eli_plan_default_params();
                     pp.n_ctx = ctxs[c], pp.n_ubatch = ubs[u], pp.n_threads = 2, pp.n_ckpt = 1;
-                    eli_kv_type_from_name(kvs[k], &pp.kv_type);
+                    eli_kv_type_from_name(kvs[k][0], &pp.kv_type_k);
+                    eli_kv_type_from_name(kvs[k][1], &pp.kv_type_v);
                     eli_plan o;
                     if (eli_plan_model(m, &pp, 0, &o, &err)) continue; /* block type vs head dim */
                     eli_context_params cp = eli_context_default_params();
-                    cp.n_ctx = ctxs[c], cp.n_ubatch = ubs[u], cp.n_threads = 2, cp.kv_type = pp.kv_type;
+                    cp.n_ctx = ctxs[c], cp.n_ubatch = ubs[u], cp.n_threads = 2, cp.kv_type_k = pp.kv_type_k, cp.kv_type_v = pp.kv_type_v;
                     eli_context *ctx = eli_context_create(m, &cp, &err);
                     CHECK(ctx != NULL, "context: %s", err.msg);
                     if (!ctx) continue;
                     const eli_kv_cache *kv = eli_context_kv(ctx);
                     CHECK(o.kv_swa == kv->bytes_swa && o.kv_full == kv->bytes_full && o.kv_swa + o.kv_full == kv->bytes,
-                          "%s kv %s ctx %lld ub %lld: predicted %llu + %llu, allocated %zu + %zu", models[i], kvs[k],
+                          "%s kv %s/%s ctx %lld ub %lld: predicted %llu + %llu, allocated %zu + %zu", models[i], kvs[k][0], kvs[k][1],
                           (long long)ctxs[c], (long long)ubs[u], (unsigned long long)o.kv_swa,
                           (unsigned long long)o.kv_full, kv->bytes_swa, kv->bytes_full);
                     CHECK(o.kv_ckpt == eli_kv_checkpoint_bytes(kv), "checkpoint bytes %llu vs %zu",
@@ -111,10 +115,10 @@ static void test_arch(void) {
 static void test_rss(void) {
     const uint64_t base = eli_plan_vm_rss();
     eli_error err = {0};
-    eli_model *m = eli_model_load(eli_shared_path("golden/models/e2b-mini-f32.gguf"), &err);
-    eli_tokenizer *tok = m ? eli_tokenizer_load(m->file, &err) : NULL;
-    CHECK(m && tok, "load: %s", err.msg);
-    if (!m || !tok) return;
+    test_model t; /* prepared, as streams run it: the matrices copied out of the mapping */
+    CHECK(!test_model_load(eli_shared_path("golden/models/e2b-mini-f32.gguf"), 1, NULL, &t, &err), "load: %s", err.msg);
+    const eli_model *m = t.m;
+    if (!m) return;
     uint64_t mapped, cached;
     eli_plan_ple_resident(m, &mapped, &cached);
     CHECK(mapped == 0, "the PLE table is not touched by loading (%llu bytes mapped)", (unsigned long long)mapped);
@@ -124,8 +128,8 @@ static void test_rss(void) {
     eli_plan o;
     CHECK(!eli_plan_model(m, &pp, 0, &o, &err), "plan: %s", err.msg);
     eli_gen_params gp = eli_gen_default_params();
-    gp.ctx.n_ctx = N, gp.ctx.n_ubatch = 512;
-    eli_gen *g = eli_gen_create(m, tok, &gp, &err);
+    gp.seq.n_ctx = N, gp.seq.n_ubatch = 512;
+    eli_gen *g = eli_gen_create(t.xm->exec, t.xm, t.tok, &gp, &err);
     int32_t *ids = malloc((size_t)N * sizeof *ids);
     uint64_t r = 7;
     for (int64_t i = 0; i < N; i++) {
@@ -148,8 +152,7 @@ static void test_rss(void) {
           (unsigned long long)mapped, (unsigned long long)o.ple_table);
     free(ids);
     eli_gen_free(g);
-    eli_tokenizer_free(tok);
-    eli_model_free(m);
+    test_model_free(&t);
 }
 
 int main(void) {

@@ -14,6 +14,7 @@
 #include "engine.h"
 #include "slot.h"
 #include "test.h"
+#include "test_exec.h"
 #include "test_ffi_config.h"
 
 #define MODEL "golden/models/e2b-mini-f32.gguf"
@@ -211,17 +212,16 @@ static void test_rings(void) {
     int32_t seq[96];
     read_ids(eli_shared_path("golden/models/e2b-mini.tokens.txt"), seq, 96);
     eli_error err = {0};
-    eli_model *m = eli_model_load(eli_shared_path(MODEL), &err);
-    eli_tokenizer *tok = m ? eli_tokenizer_load(m->file, &err) : NULL;
-    CHECK(m && tok, "load: %s", err.msg);
-    if (!m || !tok) return;
+    test_model t;
+    CHECK(!test_model_load(eli_shared_path(MODEL), 1, NULL, &t, &err), "load: %s", err.msg);
+    if (!t.m) return;
     eli_gen_params p = eli_gen_default_params();
-    p.ctx.n_ctx = 256;
-    p.ctx.n_ubatch = 4;
+    p.seq.n_ctx = 256;
+    p.seq.n_ubatch = 4;
     p.sampling.temperature = 0;
     p.max_tokens = 0;
     for (int variant = 0; variant < 2; variant++) {
-        eli_gen *a = eli_gen_create(m, tok, &p, &err), *b = eli_gen_create(m, tok, &p, &err);
+        eli_gen *a = eli_gen_create(t.xm->exec, t.xm, t.tok, &p, &err), *b = eli_gen_create(t.xm->exec, t.xm, t.tok, &p, &err);
         CHECK(a && b, "create: %s", err.msg);
         if (!a || !b) break;
         CHECK(!eli_gen_prefill(a, seq, 96, NULL, &err), "prefill: %s", err.msg);
@@ -244,10 +244,10 @@ static void test_rings(void) {
         eli_gen_free(b);
     }
     /* a session with another ubatch (other ring size) refuses the file */
-    eli_gen *a = eli_gen_create(m, tok, &p, &err);
+    eli_gen *a = eli_gen_create(t.xm->exec, t.xm, t.tok, &p, &err);
     eli_gen_params p8 = p;
-    p8.ctx.n_ubatch = 8;
-    eli_gen *b = eli_gen_create(m, tok, &p8, &err);
+    p8.seq.n_ubatch = 8;
+    eli_gen *b = eli_gen_create(t.xm->exec, t.xm, t.tok, &p8, &err);
     if (a && b && !eli_gen_prefill(a, seq, 40, NULL, &err)) {
         const char *slot = tmp_path("u.slot");
         CHECK(!eli_gen_save(a, slot, &err), "save");
@@ -258,8 +258,7 @@ static void test_rings(void) {
     }
     eli_gen_free(a);
     eli_gen_free(b);
-    eli_tokenizer_free(tok);
-    eli_model_free(m);
+    test_model_free(&t);
 }
 
 static void test_hash(void) {
@@ -400,7 +399,7 @@ static void test_mtp(void) {
             unsigned char *bytes = slurp(slot, &n);
             if (bytes) {
                 const int32_t bad = 1000; /* the pause: longer than the longest */
-                memcpy(bytes + 124, &bad, sizeof bad); /* header offset of the MTP pause (slot.h layout) */
+                memcpy(bytes + 132, &bad, sizeof bad); /* header offset of the MTP pause (slot.h layout) */
                 const uint64_t sum = eli_hash64_bytes(bytes, (size_t)n - 8);
                 memcpy(bytes + n - 8, &sum, sizeof sum);
                 const char *broken = tmp_path("mtp-bad.slot");

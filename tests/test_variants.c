@@ -101,7 +101,7 @@ static float *logits_of(const eli_model *m, const char *tokens_file) {
     fclose(f);
     eli_context_params p = eli_context_default_params();
     p.n_ctx = N_TOK;
-    p.kv_type = ELI_TYPE_F32;
+    p.kv_type_k = p.kv_type_v = ELI_TYPE_F32;
     eli_error err = {0};
     eli_context *c = eli_context_create(m, &p, &err);
     float *out = malloc(sizeof(float) * (size_t)N_TOK * (size_t)m->hp.n_vocab);

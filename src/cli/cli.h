@@ -7,7 +7,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "config.h"
 #include "engine.h"
+#include "exec.h"
 
 int cli_info(int argc, char **argv);
 int cli_logits(int argc, char **argv);
@@ -42,10 +44,24 @@ double cli_now(void);
 int cli_parse_gen_option(int argc, char **argv, int *i, struct eli_gen_params *p);
 /* The one-line error for argv option opt that is unknown, or that lacks its value (has_next 0): returns 2. */
 int cli_bad_option(const char *cmd, const char *opt, int has_next);
-/* Loads path (NULL = the embedded default model) and its tokenizer; prints and returns 1 on error. */
-int cli_load(const char *path, struct eli_model **m, struct eli_tokenizer **tok);
+/* A model as the commands use it: loaded, prepared on the default executor with the options of the
+ * environment's knobs (config.h: ELIZA_LLM_REPACK, ELI_KERNELS), and its tokenizer (NULL for a drafter). */
+typedef struct cli_model {
+    eli_config cfg;
+    eli_model *m;
+    eli_xmodel *xm;
+    eli_tokenizer *tok;
+} cli_model;
+/* Loads path (NULL = the embedded default model); prints and returns 1 on error (cm then holds nothing). */
+int cli_load(const char *path, cli_model *cm);
+/* The same without the tokenizer (a model file without one is fine). */
+int cli_prepare(const char *path, cli_model *cm);
 /* Loads an MTP drafter for target into p (draft, default window); NULL path: nothing. 1 on error. */
-int cli_load_drafter(const char *path, const struct eli_model *target, struct eli_gen_params *p, struct eli_model **out);
+int cli_load_drafter(const char *path, const cli_model *target, struct eli_gen_params *p, cli_model *d);
+void cli_unload(cli_model *cm);
+/* The generation defaults with the environment's knobs: the sequence's memory (ELIZA_LLM_RESERVE,
+ * ELIZA_LLM_KV_CHECKPOINTS) and the seed (ELIZA_LLM_SEED). Prints and returns 1 on a bad value. */
+int cli_gen_params(struct eli_gen_params *p);
 /* The chat-template prompt of one user turn (and optional system turn), malloc'ed; NULL on error. */
 char *cli_chat_prompt(const char *system, const char *user);
 
@@ -82,8 +98,10 @@ int cli_load_vocab(const char *path, struct eli_tokenizer **out);
 /* Path of the embedded default model (malloc'ed), or NULL when it is not installed. */
 char *cli_default_model(void);
 
-/* "f32" / "f16" to a KV cache type; prints an error and returns -1 otherwise. */
-int cli_parse_kv_type(const char *s, uint32_t *out);
+/* The KV cache type options: --kv TYPE (K and V), --kv-k TYPE, --kv-v TYPE (any eli_kv_type_from_name
+ * name). Returns 1 when opt is one of them and its value v was taken, 0 when opt is none of them, -1 after
+ * printing an error (missing or unknown value). */
+int cli_parse_kv_option(const char *opt, const char *v, uint32_t *type_k, uint32_t *type_v);
 /* Whitespace- or comma-separated token ids into a malloc'ed array; prints an error and returns -1. */
 int cli_parse_tokens(const char *s, int32_t **out, size_t *n_out);
 

@@ -1,4 +1,4 @@
-/* eliza-infer logits -m FILE --tokens "ID ID ..." [--kv f32|f16] [-t N] [--step] -o OUT.f32
+/* eliza-infer logits -m FILE --tokens "ID ID ..." [--kv TYPE | --kv-k TYPE --kv-v TYPE] [-t N] [--step] -o OUT.f32
  * Writes the logits of every position as raw little-endian float32, n_tokens rows of n_vocab. */
 #include <errno.h>
 #include <stdio.h>
@@ -7,21 +7,29 @@
 
 #include "cli.h"
 #include "fileio.h"
-#include "forward.h"
+#include "exec.h"
+#include "kv_types.h"
 #include "quants.h"
 
 static int usage(void) {
     fprintf(stderr,
-            "usage: eliza-infer logits -m FILE --tokens \"ID ID ...\" [--kv f32|f16] [-t THREADS] [--step] -o OUT.f32\n"
-            "  --step   decode one token at a time instead of one batch\n");
+            "usage: eliza-infer logits -m FILE --tokens \"ID ID ...\" [--kv TYPE] [--kv-k TYPE] [--kv-v TYPE] [-t THREADS]\n"
+            "                          [--step] -o OUT.f32\n"
+            "  --kv TYPE   KV cache type of K and V (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1; default f16);\n"
+            "              --kv-k / --kv-v set one of them\n"
+            "  --step      decode one token at a time instead of one batch\n");
     return 2;
 }
 
-int cli_parse_kv_type(const char *s, uint32_t *out) {
-    if (s && !strcmp(s, "f32")) *out = ELI_TYPE_F32;
-    else if (s && !strcmp(s, "f16")) *out = ELI_TYPE_F16;
-    else return cli_die("--kv: unknown cache type '%s' (use f32 or f16)", s ? s : ""), -1;
-    return 0;
+int cli_parse_kv_option(const char *opt, const char *v, uint32_t *type_k, uint32_t *type_v) {
+    const int both = !strcmp(opt, "--kv"), k = !strcmp(opt, "--kv-k"), vv = !strcmp(opt, "--kv-v");
+    if (!both && !k && !vv) return 0;
+    uint32_t t;
+    if (!v || eli_kv_type_from_name(v, &t))
+        return cli_die("%s: unknown cache type '%s' (known: %s)", opt, v ? v : "", eli_kv_type_names()), -1;
+    if (both || k) *type_k = t;
+    if (both || vv) *type_v = t;
+    return 1;
 }
 
 /* Parses whitespace-separated token ids into a malloc'ed array. */
@@ -55,7 +63,7 @@ int cli_parse_tokens(const char *s, int32_t **out, size_t *n_out) {
 
 int cli_logits(int argc, char **argv) {
     const char *path = NULL, *tokens = NULL, *outp = NULL;
-    eli_context_params cp = eli_context_default_params();
+    eli_seq_params cp = eli_seq_default();
     int step = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -63,8 +71,8 @@ int cli_logits(int argc, char **argv) {
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) path = v, i++;
         else if (!strcmp(a, "--tokens")) tokens = v, i++;
         else if (!strcmp(a, "-o") || !strcmp(a, "--output")) outp = v, i++;
-        else if (!strcmp(a, "--kv")) {
-            if (cli_parse_kv_type(v, &cp.kv_type)) return 2;
+        else if ((x = cli_parse_kv_option(a, v, &cp.kv_type_k, &cp.kv_type_v))) {
+            if (x < 0) return 2;
             i++;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (cli_parse_int(a, v, 1, 1024, &x)) return 2;
@@ -79,12 +87,14 @@ int cli_logits(int argc, char **argv) {
     if (cli_parse_tokens(tokens, &ids, &n)) return 2;
     if (!n) return free(ids), cli_die("--tokens: no token ids given");
     eli_error err = {0};
-    eli_model *m = eli_model_load(path, &err);
-    if (!m) return free(ids), cli_die("%s", err.msg);
+    cli_model cm;
+    if (cli_prepare(path, &cm)) return free(ids), 1;
+    const eli_model *m = cm.m;
     cp.n_ctx = (int64_t)n;
-    if (cp.n_ctx > m->hp.n_ctx_train) cp.n_ctx = m->hp.n_ctx_train;
+    cp.reserve = cm.cfg.reserve;
+    cp.n_ckpt = cm.cfg.n_ckpt;
     int rc = 1;
-    eli_context *c = eli_context_create(m, &cp, &err);
+    eli_xseq *c = eli_seq_create(cm.xm->exec, cm.xm, &cp, &err);
     float *logits = c ? malloc(n * (size_t)m->hp.n_vocab * sizeof(float)) : NULL;
     if (!c) cli_die("%s", err.msg);
     else if (!logits) cli_die("out of memory for %zu rows of logits", n);
@@ -92,10 +102,13 @@ int cli_logits(int argc, char **argv) {
         int ok = 0;
         if (step) {
             ok = 1;
-            for (size_t i = 0; i < n && ok; i++)
-                ok = eli_decode(c, ids + i, 1, logits + i * (size_t)m->hp.n_vocab, 0, &err) == ELI_OK;
+            for (size_t i = 0; i < n && ok; i++) {
+                const eli_outputs o = {logits + i * (size_t)m->hp.n_vocab, NULL, 0};
+                ok = eli_seq_decode_tokens(c, ids + i, 1, &o, &err) == ELI_OK;
+            }
         } else {
-            ok = eli_decode(c, ids, (int64_t)n, logits, 1, &err) == ELI_OK;
+            const eli_outputs o = {logits, NULL, 1};
+            ok = eli_seq_decode_tokens(c, ids, (int64_t)n, &o, &err) == ELI_OK;
         }
         if (!ok) cli_die("%s", err.msg);
         else if (eli_write_file_atomic(outp, logits, n * (size_t)m->hp.n_vocab * sizeof(float), &err))
@@ -104,7 +117,7 @@ int cli_logits(int argc, char **argv) {
     }
     free(logits);
     free(ids);
-    eli_context_free(c);
-    eli_model_free(m);
+    eli_seq_free(c);
+    cli_unload(&cm);
     return rc;
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "os.h"
 #include "gguf.h"
 #include "gguf_write.h"
 #include "quants.h"
@@ -157,10 +158,7 @@ int cli_synth(int argc, char **argv) {
     else if (!strcmp(type_s, "q4_0")) mt = ELI_TYPE_Q4_0, emb_t = ELI_TYPE_Q6_K, file_type = 2;
     else if (!strcmp(type_s, "q4_k_m")) mt = ELI_TYPE_Q4_K, emb_t = ELI_TYPE_Q6_K, file_type = 15, kq = 1;
     else return cli_die("synth: unknown --type '%s'", type_s), 2;
-    if (threads == 0) {
-        long c = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = c > 0 ? c : 1;
-    }
+    if (threads == 0) threads = eli_os_cpu_count();
 
     const int L = layers > 0 ? (int)layers : A->n_layer;
     int n_shared = (int)((long long)A->n_shared * L / A->n_layer);

@@ -5,8 +5,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "pack.h"
 #include "quants.h"
@@ -24,20 +22,6 @@ void eli_buf_free(eli_buf *b) {
     free(b->p);
     b->p = NULL;
     b->cap = 0;
-}
-
-void eli_mem_touch(void *p, size_t n) {
-#ifdef MADV_POPULATE_WRITE
-    /* the whole pages inside the range in one call (Linux >= 5.14): no fault per page */
-    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
-    const uintptr_t lo = ((uintptr_t)p + pg - 1) & ~(pg - 1), hi = ((uintptr_t)p + n) & ~(pg - 1);
-    if (pg && hi > lo) (void)madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
-#endif
-    /* the partial pages at the ends, and everything where the call is unknown or failed (writing into an
-     * already resident page costs next to nothing) */
-    volatile uint8_t *b = p;
-    for (size_t i = 0; i < n; i += 4096) b[i] = 0;
-    if (n) b[n - 1] = 0;
 }
 
 void eli_rms_norm(float *y, const float *x, const float *w, int64_t n, float eps) {
@@ -118,38 +102,33 @@ void eli_softmax_inplace(float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] *= inv;
 }
 
-void eli_attend(const eli_kernels *k, const float *q, int d, const uint8_t *k_head, const uint8_t *v_head,
-                uint32_t kv_type, size_t row_bytes, int64_t n_cells, int32_t p_lo, int32_t p_hi, float *scores, float *tmp,
-                float *out) {
-    const int64_t n = (int64_t)p_hi - p_lo + 1;
+void eli_attend(const eli_kernels *k, const float *q, int d, const eli_kv_view *kv, int32_t p_lo, int32_t p_hi,
+                float *scores, float *tmp, float *out) {
+    const int64_t n = (int64_t)p_hi - p_lo + 1, nc = kv->n_cells;
     for (int i = 0; i < d; i++) out[i] = 0.0f;
-    if (kv_type == ELI_TYPE_F32) {
+    if (kv->k_type == ELI_TYPE_F32) {
         for (int64_t j = 0; j < n; j++) {
-            const float *kr = (const float *)(k_head + (size_t)((p_lo + j) % n_cells) * row_bytes);
+            const float *kr = (const float *)(kv->k + (size_t)((p_lo + j) % nc) * kv->k_row_bytes);
             float s = 0.0f;
             for (int i = 0; i < d; i++) s += q[i] * kr[i];
             scores[j] = s;
         }
-        eli_softmax_inplace(scores, n);
-        for (int64_t j = 0; j < n; j++) {
-            const float *v = (const float *)(v_head + (size_t)((p_lo + j) % n_cells) * row_bytes);
-            for (int i = 0; i < d; i++) out[i] += scores[j] * v[i];
-        }
-        return;
+    } else {
+        /* As llama.cpp: Q is converted to the cache type's dot-product format before Q·K. */
+        uint8_t *qc = (uint8_t *)(tmp + d);
+        const eli_vec_dot_fn dot = k->vec_dot[kv->k_type];
+        k->quantize[eli_type_info(kv->k_type)->vec_dot_type](q, qc, d);
+        for (int64_t j = 0; j < n; j++) scores[j] = dot(d, kv->k + (size_t)((p_lo + j) % nc) * kv->k_row_bytes, qc);
     }
-    /* As llama.cpp: Q is converted to the cache type's dot-product format before Q·K. */
-    const eli_type_traits *tt = eli_type_info(kv_type);
-    float *vrow = tmp;
-    uint8_t *qc = (uint8_t *)(tmp + d);
-    const eli_vec_dot_fn dot = k->vec_dot[kv_type];
-    k->quantize[tt->vec_dot_type](q, qc, d);
-    for (int64_t j = 0; j < n; j++) scores[j] = dot(d, k_head + (size_t)((p_lo + j) % n_cells) * row_bytes, qc);
     eli_softmax_inplace(scores, n);
+    float *vrow = tmp;
     for (int64_t j = 0; j < n; j++) {
-        tt->dequantize(v_head + (size_t)((p_lo + j) % n_cells) * row_bytes, vrow, d);
+        const uint8_t *row = kv->v + (size_t)((p_lo + j) % nc) * kv->v_row_bytes;
+        const float *v = (const float *)(const void *)row;
+        if (kv->v_type != ELI_TYPE_F32) eli_dequantize_row(kv->v_type, row, vrow, d), v = vrow;
         /* an f16 V is multiplied with f16-rounded probabilities (llama.cpp's P·V on an f16 cache) */
-        const float p = kv_type == ELI_TYPE_F16 ? eli_fp16_to_fp32(eli_fp32_to_fp16(scores[j])) : scores[j];
-        for (int i = 0; i < d; i++) out[i] += p * vrow[i];
+        const float p = kv->v_type == ELI_TYPE_F16 ? eli_fp16_to_fp32(eli_fp32_to_fp16(scores[j])) : scores[j];
+        for (int i = 0; i < d; i++) out[i] += p * v[i];
     }
 }
 
@@ -329,23 +308,27 @@ int eli_matmul_k(eli_pool *pool, const eli_kernels *k, const eli_weight *w, int6
 
 #define FLASH_CHUNK 64
 
+int eli_attend_flash_ok(uint32_t k_type, uint32_t v_type) {
+    return (k_type == ELI_TYPE_F32 || k_type == ELI_TYPE_F16) && (v_type == ELI_TYPE_F32 || v_type == ELI_TYPE_F16);
+}
+
 size_t eli_attend_flash_work_size(int G, int d) {
     /* q rounded to the cache's dot format (G*d, and G*d halves on the way), scores (G*CHUNK), max and sum (2G) */
     return sizeof(float) * ((size_t)G * (size_t)d + (size_t)G * FLASH_CHUNK + 2 * (size_t)G) +
            sizeof(eli_fp16) * (size_t)G * (size_t)d + 64;
 }
 
-void eli_attend_flash(const eli_kernels *k, const float *q, int G, int d, const uint8_t *k_head, const uint8_t *v_head,
-                      uint32_t kv_type, size_t row_bytes, int64_t n_cells, int32_t p_lo, int32_t p_hi, void *work,
-                      float *out) {
+void eli_attend_flash(const eli_kernels *k, const float *q, int G, int d, const eli_kv_view *kv, int32_t p_lo,
+                      int32_t p_hi, void *work, float *out) {
     float *qr = work;
     float *s = qr + (size_t)G * d;
     float *mx = s + (size_t)G * FLASH_CHUNK;
     float *sum = mx + G;
     eli_fp16 *qh = (eli_fp16 *)(sum + G);
-    const int f16 = kv_type == ELI_TYPE_F16;
-    const eli_attn_qk_fn qk = k->attn_qk[kv_type];
-    const eli_attn_pv_fn pv = k->attn_pv[kv_type];
+    const int f16 = kv->k_type == ELI_TYPE_F16;
+    const int64_t n_cells = kv->n_cells;
+    const eli_attn_qk_fn qk = k->attn_qk[kv->k_type];
+    const eli_attn_pv_fn pv = k->attn_pv[kv->v_type];
     for (int g = 0; g < G; g++) {
         mx[g] = -INFINITY;
         sum[g] = 0.0f;
@@ -364,7 +347,7 @@ void eli_attend_flash(const eli_kernels *k, const float *q, int G, int d, const 
         const int64_t c0 = p0 % n_cells;
         int64_t nc = p_hi - p0 + 1 < FLASH_CHUNK ? p_hi - p0 + 1 : FLASH_CHUNK;
         if (nc > n_cells - c0) nc = n_cells - c0;
-        qk(d, (int)nc, k_head + (size_t)c0 * row_bytes, row_bytes, G, qq, s, FLASH_CHUNK);
+        qk(d, (int)nc, kv->k + (size_t)c0 * kv->k_row_bytes, kv->k_row_bytes, G, qq, s, FLASH_CHUNK);
         for (int g = 0; g < G; g++) {
             float *sg = s + g * FLASH_CHUNK;
             float cm = mx[g];
@@ -379,7 +362,7 @@ void eli_attend_flash(const eli_kernels *k, const float *q, int G, int d, const 
             }
             sum[g] += k->exp_sum_f32(nc, cm, sg);
         }
-        pv(d, (int)nc, v_head + (size_t)c0 * row_bytes, row_bytes, G, s, FLASH_CHUNK, out);
+        pv(d, (int)nc, kv->v + (size_t)c0 * kv->v_row_bytes, kv->v_row_bytes, G, s, FLASH_CHUNK, out);
         p0 += nc;
     }
     for (int g = 0; g < G; g++) k->scale_f32(d, 1.0f / sum[g], out + (size_t)g * d);

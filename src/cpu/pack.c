@@ -7,12 +7,10 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "kernels.h"
 #include "model.h"
-#include "plan.h"
+#include "os.h"
 #include "quants.h"
 
 /* ---- the layouts: one block of one row <-> its lane of a group ---- */
@@ -270,13 +268,9 @@ static void *pack_task(void *arg) {
     return NULL;
 }
 
-int eli_model_pack(eli_model *m, eli_error *err) {
-    const char *env = getenv("ELIZA_LLM_REPACK");
-    if (env && strcmp(env, "0") && strcmp(env, "1"))
-        return eli_fail(err, ELI_ERR_INVALID_ARG, "ELIZA_LLM_REPACK='%s': expected 0 (weights stay in the file mapping) or 1",
-                        env);
-    if (env && !strcmp(env, "0")) return ELI_OK;
-    const eli_kernels *k = eli_kernels_best();
+int eli_model_pack(eli_model *m, const eli_kernels *k, void **block, size_t *block_len, eli_error *err) {
+    *block = NULL;
+    *block_len = 0;
     const int n_all = model_matrices(m, NULL);
     eli_weight **ws = malloc((size_t)n_all * sizeof *ws);
     uint8_t **dst = malloc((size_t)n_all * sizeof *dst);
@@ -294,21 +288,15 @@ int eli_model_pack(eli_model *m, eli_error *err) {
         }
     /* Anonymous memory cannot be paged back to the file: a model larger than what the machine has free
      * stays in the mapping, where the kernel can evict and re-read it (slowly, but it runs). */
-    const long avail_kb = eli_plan_proc_kb("/proc/meminfo", "MemAvailable");
-    const size_t avail = avail_kb > 0 ? (size_t)avail_kb * 1024 : (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE) / 2;
-    uint8_t *map = MAP_FAILED;
-    const size_t len = total + PACK_ALIGN;
-    if (n && total + PACK_HEADROOM <= avail) map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (map == MAP_FAILED) {
+    void *map = NULL;
+    size_t len = 0;
+    /* huge pages: a decode streams every matrix per token through the TLB: measured with 2 threads, E2B
+     * Q4_0 decode 26.7-28.6 tok/s against 24.1-24.3 with the same copy in 4 KiB pages */
+    uint8_t *base = n && total + PACK_HEADROOM <= eli_os_mem_available() ? eli_os_alloc(total, PACK_ALIGN, 1, &map, &len) : NULL;
+    if (!base) {
         free(ws), free(dst);
         return ELI_OK;
     }
-    uint8_t *base = (uint8_t *)(((uintptr_t)map + PACK_ALIGN - 1) & ~(uintptr_t)(PACK_ALIGN - 1));
-#ifdef MADV_HUGEPAGE
-    /* a decode streams every matrix per token through the TLB: measured with 2 threads, E2B Q4_0 decode
-     * 26.7-28.6 tok/s against 24.1-24.3 with the same copy in 4 KiB pages */
-    (void)madvise(base, total, MADV_HUGEPAGE);
-#endif
     size_t off = 0;
     for (int i = 0; i < n; i++) {
         dst[i] = base + off;
@@ -316,8 +304,7 @@ int eli_model_pack(eli_model *m, eli_error *err) {
     }
     /* a few threads, each a contiguous share of the bytes: the first touch of the new pages (zeroing) is
      * most of the time */
-    const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    const int nth = ncpu < 1 ? 1 : ncpu > PACK_THREADS ? PACK_THREADS : (int)ncpu;
+    const int ncpu = eli_os_cpu_count(), nth = ncpu > PACK_THREADS ? PACK_THREADS : ncpu;
     pack_job jobs[PACK_THREADS];
     pthread_t tid[PACK_THREADS];
     int started[PACK_THREADS] = {0}, i = 0;
@@ -334,13 +321,7 @@ int eli_model_pack(eli_model *m, eli_error *err) {
         if (started[t]) pthread_join(tid[t], NULL);
     if (m->tied_output) m->output = m->token_embd;
     free(ws), free(dst);
-    m->packed_map = map;
-    m->packed_map_len = len;
+    *block = map;
+    *block_len = len;
     return ELI_OK;
-}
-
-void eli_model_unpack(eli_model *m) {
-    if (m->packed_map) munmap(m->packed_map, m->packed_map_len);
-    m->packed_map = NULL;
-    m->packed_map_len = 0;
 }

@@ -24,34 +24,6 @@ struct eli_drafter {
     eli_buf qbuf;
 };
 
-int eli_drafter_bind(eli_model *draft, const eli_model *target, eli_error *err) {
-    const eli_hparams *dh = &draft->hp, *th = &target->hp;
-    if (!draft->is_assistant) return eli_fail(err, ELI_ERR_INVALID_ARG, "drafter is not a gemma4-assistant model");
-    if (target->is_assistant) return eli_fail(err, ELI_ERR_INVALID_ARG, "the target is itself an assistant model");
-    if (dh->n_vocab != th->n_vocab)
-        return eli_fail(err, ELI_ERR_INVALID_ARG, "drafter vocabulary %d != target vocabulary %d", dh->n_vocab, th->n_vocab);
-    if (dh->n_embd_out != th->n_embd)
-        return eli_fail(err, ELI_ERR_INVALID_ARG, "drafter embedding_length_out %d != target embedding_length %d",
-                        dh->n_embd_out, th->n_embd);
-    for (int il = 0; il < dh->n_layer; il++) {
-        eli_layer *l = &draft->layers[il];
-        /* the donor: the target's last layer of the same type, followed to the layer that owns its K/V */
-        int src = -1;
-        for (int j = th->n_layer - 1; j >= 0 && src < 0; j--)
-            if (target->layers[j].is_swa == l->is_swa) src = target->layers[j].kv_source;
-        if (src < 0)
-            return eli_fail(err, ELI_ERR_INVALID_ARG, "drafter layer %d is %s but the target has no such layer", il,
-                            l->is_swa ? "sliding-window" : "full-attention");
-        const eli_layer *t = &target->layers[src];
-        if (t->head_dim != l->head_dim || t->n_head_kv != l->n_head_kv)
-            return eli_fail(err, ELI_ERR_INVALID_ARG,
-                            "drafter layer %d has head_dim %d / %d KV heads but target layer %d has %d / %d", il,
-                            l->head_dim, l->n_head_kv, src, t->head_dim, t->n_head_kv);
-        l->kv_source = src;
-    }
-    return ELI_OK;
-}
-
 void eli_drafter_free(eli_drafter *d) {
     if (!d) return;
     free(d->xh), free(d->c), free(d->cn), free(d->o), free(d->q), free(d->att), free(d->gate), free(d->up);
@@ -170,23 +142,21 @@ int eli_drafter_step(eli_drafter *d, eli_context *target, int32_t t, int32_t pos
         if ((rc = eli_matmul_k(pool, k, &l->wq, 0, d->cn, 1, d->q, &d->qbuf))) goto oom;
         for (int h = 0; h < H; h++) eli_rms_norm(d->q + h * dd, d->q + h * dd, l->q_norm, dd, hp->rms_eps);
         eli_rope_neox(d->q, H, dd, l->n_rot, pos, l->rope_base, l->is_swa ? NULL : dm->rope_freqs);
-        const eli_kv_layer *cache = &kv->layers[l->kv_source];
         int32_t p_lo = 0, p_hi = pos - 1; /* the target holds 0 .. pos-1; the query sits at pos */
         if (l->is_swa && pos - hp->n_swa + 1 > 0) p_lo = pos - hp->n_swa + 1;
         if (p_hi < p_lo) {
             memset(d->att, 0, sizeof(float) * (size_t)H * dd);
-        } else if (k != eli_kernels_reference() && (kv->type == ELI_TYPE_F32 || kv->type == ELI_TYPE_F16)) {
+        } else if (k != eli_kernels_reference() && eli_attend_flash_ok(kv->type_k, kv->type_v)) {
             /* as the target does: the heads sharing a KV head in one fused pass over the cache */
             for (int g = 0; g < l->n_head_kv; g++) {
-                const size_t off = eli_row_size(kv->type, (int64_t)g * dd);
-                eli_attend_flash(k, d->q + (size_t)g * group * dd, group, dd, cache->k + off, cache->v + off, kv->type,
-                                 cache->row_bytes, cache->n_cells, p_lo, p_hi, d->flash_work, d->att + (size_t)g * group * dd);
+                const eli_kv_view view = eli_kv_head(kv, l->kv_source, g, dd);
+                eli_attend_flash(k, d->q + (size_t)g * group * dd, group, dd, &view, p_lo, p_hi, d->flash_work,
+                                 d->att + (size_t)g * group * dd);
             }
         } else {
             for (int h = 0; h < H; h++) {
-                const size_t off = eli_row_size(kv->type, (int64_t)(h / group) * dd);
-                eli_attend(k, d->q + h * dd, dd, cache->k + off, cache->v + off, kv->type, cache->row_bytes, cache->n_cells,
-                           p_lo, p_hi, d->scores, d->tmp, d->att + h * dd);
+                const eli_kv_view view = eli_kv_head(kv, l->kv_source, h / group, dd);
+                eli_attend(k, d->q + h * dd, dd, &view, p_lo, p_hi, d->scores, d->tmp, d->att + h * dd);
             }
         }
         if ((rc = eli_matmul_k(pool, k, &l->wo, 0, d->att, 1, d->o, &d->qbuf))) goto oom;

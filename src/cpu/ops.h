@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "kernels.h"
+#include "kv_cache.h"
 #include "model.h"
 #include "threadpool.h"
 
@@ -20,9 +21,6 @@ typedef struct eli_buf {
 /* Ensures capacity; returns NULL on OOM. */
 void *eli_buf_reserve(eli_buf *b, size_t bytes);
 void eli_buf_free(eli_buf *b);
-/* Writes one byte of every page of p[0..n) so that the pages are resident now, not at their first real
- * use (a memset of fresh malloc memory may be turned into calloc, which touches nothing). */
-void eli_mem_touch(void *p, size_t n);
 
 /* y = RMS(x) (* w when w != NULL), n values. y may alias x. */
 void eli_rms_norm(float *y, const float *x, const float *w, int64_t n, float eps);
@@ -34,23 +32,21 @@ void eli_rope_neox(float *x, int n_head, int head_dim, int n_rot, int32_t pos, f
 /* In place softmax of n values (max-subtracted, double sum). */
 void eli_softmax_inplace(float *x, int64_t n);
 
-/* One head of attention: q (d floats) against the cache rows of positions [p_lo, p_hi]. The row of
- * position p is at cell p % n_cells, row_bytes apart; k_head / v_head point at this KV head's first
- * element in cell 0; kv_type is any cache type (see kv_cache.h). scores needs p_hi - p_lo + 1 floats,
- * tmp 2*d floats. Scale 1.0, no softcap (Gemma 4). Q·K goes through the dot of the kernel table k. */
-void eli_attend(const eli_kernels *k, const float *q, int d, const uint8_t *k_head, const uint8_t *v_head,
-                uint32_t kv_type, size_t row_bytes, int64_t n_cells, int32_t p_lo, int32_t p_hi, float *scores, float *tmp,
-                float *out);
+/* One head of attention: q (d floats) against the cache rows of positions [p_lo, p_hi]. scores needs
+ * p_hi - p_lo + 1 floats, tmp 2*d floats. Scale 1.0, no softcap (Gemma 4). Q·K goes through the dot of the
+ * kernel table k. */
+void eli_attend(const eli_kernels *k, const float *q, int d, const eli_kv_view *kv, int32_t p_lo, int32_t p_hi,
+                float *scores, float *tmp, float *out);
 
 /* Fused (flash-style) attention of G query heads that share one KV head: q and out hold G vectors of d
- * floats back to back; the cache addressing is eli_attend's. One pass over the cache in chunks with an
- * online softmax (running max and sum per head); K and V rows are loaded once for all G heads. Only f32
- * and f16 caches (others: eli_attend). Every head's result is independent of G, so any grouping of the
+ * floats back to back. One pass over the cache in chunks with an online softmax (running max and sum per
+ * head); K and V rows are loaded once for all G heads. Only f32 and f16 caches, K and V each (others:
+ * eli_attend; eli_attend_flash_ok tells). Every head's result is independent of G, so any grouping of the
  * heads gives identical bits. work needs eli_attend_flash_work_size(G, d) bytes. */
+int eli_attend_flash_ok(uint32_t k_type, uint32_t v_type);
 size_t eli_attend_flash_work_size(int G, int d);
-void eli_attend_flash(const eli_kernels *k, const float *q, int G, int d, const uint8_t *k_head, const uint8_t *v_head,
-                      uint32_t kv_type, size_t row_bytes, int64_t n_cells, int32_t p_lo, int32_t p_hi, void *work,
-                      float *out);
+void eli_attend_flash(const eli_kernels *k, const float *q, int G, int d, const eli_kv_view *kv, int32_t p_lo,
+                      int32_t p_hi, void *work, float *out);
 
 /* y[t][r] = dot(W[mat] row r, x[t]) for T rows of x (each w->cols floats); y rows are w->rows floats.
  * Activations are converted to the weight's vec_dot format once, into scratch, with the quantizer of
