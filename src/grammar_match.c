@@ -572,17 +572,18 @@ static uint32_t get32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1]
 
 /* Layout, little-endian u32 words: magic, version, fingerprint (low, high), n_partial | partial bytes
  * << 8, number of stacks, then each stack as its depth and its positions from the top down. */
-int eli_grammar_pos_save(const eli_grammar_machine *m, eli_grammar_pos pos, uint8_t **out, size_t *len, eli_error *err) {
-    *out = NULL;
-    *len = 0;
+size_t eli_grammar_pos_size(const eli_grammar_machine *m, eli_grammar_pos pos) {
     const eli_gm_state *s = &m->states[pos.state];
     size_t words = 6;
     for (uint32_t i = 0; i < s->n; i++) {
         words++;
         for (uint32_t x = m->state_nodes[s->first + i]; x != 0; x = m->nodes[x].parent) words++;
     }
-    uint8_t *b = malloc(words * 4);
-    if (!b) return eli_fail(err, ELI_ERR_OOM, "grammar: out of memory");
+    return words * 4;
+}
+
+void eli_grammar_pos_write(const eli_grammar_machine *m, eli_grammar_pos pos, uint8_t *b) {
+    const eli_gm_state *s = &m->states[pos.state];
     size_t w = 0;
     put32(b + 4 * w++, POS_MAGIC);
     put32(b + 4 * w++, POS_VERSION);
@@ -598,8 +599,13 @@ int eli_grammar_pos_save(const eli_grammar_machine *m, eli_grammar_pos pos, uint
             put32(b + 4 * w++, m->nodes[x].pos);
         put32(b + 4 * depth_at, depth);
     }
-    *out = b;
-    *len = words * 4;
+}
+
+int eli_grammar_pos_save(const eli_grammar_machine *m, eli_grammar_pos pos, uint8_t **out, size_t *len, eli_error *err) {
+    *len = eli_grammar_pos_size(m, pos);
+    *out = malloc(*len);
+    if (!*out) return eli_fail(err, ELI_ERR_OOM, "grammar: out of memory");
+    eli_grammar_pos_write(m, pos, *out);
     return ELI_OK;
 }
 

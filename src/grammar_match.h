@@ -135,7 +135,10 @@ uint32_t eli_gm_group_next(eli_grammar_machine *m, eli_gm_partition *p, uint32_t
 int eli_gm_partial_viable(eli_grammar_machine *m, eli_grammar_pos pos);
 
 /* Serialised positions, for slot files: the stacks as grammar symbol positions, tied to the grammar's
- * fingerprint, so they load into any machine of the same grammar. *out is malloc'ed. */
+ * fingerprint, so they load into any machine of the same grammar. The size depends on the position
+ * (its stacks): eli_grammar_pos_size bytes, written by eli_grammar_pos_write; _save mallocs them. */
+size_t eli_grammar_pos_size(const eli_grammar_machine *m, eli_grammar_pos pos);
+void eli_grammar_pos_write(const eli_grammar_machine *m, eli_grammar_pos pos, uint8_t *buf);
 int eli_grammar_pos_save(const eli_grammar_machine *m, eli_grammar_pos pos, uint8_t **out, size_t *len, eli_error *err);
 /* Validates everything (a hostile file gets an error, never a bad state). */
 int eli_grammar_pos_load(eli_grammar_machine *m, const uint8_t *data, size_t len, eli_grammar_pos *pos, eli_error *err);

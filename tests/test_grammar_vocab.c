@@ -10,7 +10,9 @@
 #include "gguf.h"
 #include "grammar.h"
 #include "grammar_match.h"
+#include "grammar_stage.h"
 #include "grammar_vocab.h"
+#include "sampler.h"
 #include "test.h"
 #include "tokenizer.h"
 
@@ -159,6 +161,94 @@ static void test_token_refs(void) {
     eli_grammar_free(g);
 }
 
+/* Random logits for step i of a run (a pure function of seed and step, so a run can be replayed). */
+static void step_logits(float *logits, int32_t n, uint64_t seed, int step) {
+    uint64_t x = seed ^ (uint64_t)step * 0x9E3779B97F4A7C15ull;
+    for (int32_t t = 0; t < n; t++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        logits[t] = (float)(x >> 40) * 0x1.0p-24f * 8.0f;
+    }
+}
+
+/* The grammar as a sampler stage: greedy draws are the argmax of the masked logits (an independent
+ * matcher masks a copy), sampled distributions put no mass on refused tokens, and a sampler state saved
+ * mid-generation (a slot file's) loads back, at another size, and continues identically. */
+static void test_sampler_stage(void) {
+    eli_error err = {0};
+    int32_t n = eli_tokenizer_n_vocab(tok);
+    float *logits = malloc((size_t)n * sizeof *logits), *ref = malloc((size_t)n * sizeof *ref), *probs = malloc((size_t)n * sizeof *probs);
+    for (int greedy = 1; greedy >= 0; greedy--) {
+        eli_sampler_params sp = eli_sampler_default_params();
+        sp.temperature = greedy ? 0.0f : 1.0f;
+        sp.seed = 7;
+        eli_sampler *smp = NULL;
+        eli_sampler_stage stage;
+        eli_grammar *g;
+        eli_grammar_matcher *check = matcher_for(envelope_gbnf, &g);
+        CHECK(!eli_sampler_create(&sp, n, &smp, &err), "%s", err.msg);
+        CHECK(!eli_grammar_stage_create(envelope_gbnf, strlen(envelope_gbnf), tok, vocab, &stage, NULL, &err), "%s", err.msg);
+        CHECK(!eli_sampler_add_stage(smp, &stage, &err), "%s", err.msg);
+        eli_sampler_note(smp, 5); /* a prompt token: not the grammar's */
+        int32_t run[64];
+        uint8_t *saved = NULL;
+        size_t saved_n = 0;
+        int steps = 0, ended = 0;
+        for (; steps < 64 && !ended; steps++) {
+            step_logits(logits, n, 11, steps);
+            if (steps == 1) { /* a slot file's snapshot */
+                saved_n = eli_sampler_state_size(smp);
+                saved = malloc(saved_n);
+                eli_sampler_save(smp, saved);
+            }
+            int32_t t = -1;
+            CHECK(!eli_sampler_sample(smp, logits, &t, &err), "sample: %s", err.msg);
+            if (greedy) {
+                memcpy(ref, logits, (size_t)n * sizeof *ref);
+                CHECK(!eli_grammar_apply(check, ref, &err), "%s", err.msg);
+                int32_t best = 0;
+                for (int32_t i = 1; i < n; i++)
+                    if (ref[i] > ref[best]) best = i;
+                CHECK(t == best, "step %d: greedy %d, masked argmax %d", steps, t, best);
+            } else {
+                CHECK(eli_sampler_probs(smp, logits, probs, &err) > 0, "probs: %s", err.msg);
+                int bad = 0;
+                for (int32_t i = 0; i < n; i++) bad += probs[i] > 0 && eli_grammar_allows(check, i, &err) != 1;
+                CHECK(bad == 0, "step %d: %d refused tokens with probability", steps, bad);
+                CHECK(eli_grammar_allows(check, t, &err) == 1, "step %d: drew refused token %d", steps, t);
+            }
+            run[steps] = t;
+            ended = eli_tokenizer_is_eog(tok, t);
+            CHECK(!eli_sampler_accept(smp, t, &err) && !eli_grammar_accept_token(check, t, &err), "accept %d: %s", t, err.msg);
+        }
+        CHECK(saved != NULL, "snapshot taken");
+        /* back to step 1 (the state there has another size than now), and the same steps again */
+        CHECK(saved && eli_sampler_state_size(smp) != saved_n, "the grammar's state changed size");
+        CHECK(saved && !eli_sampler_load(smp, saved, saved_n, &err), "load: %s", err.msg);
+        for (int i = 1; i < steps; i++) {
+            int32_t t = -1;
+            step_logits(logits, n, 11, i);
+            CHECK(!eli_sampler_sample(smp, logits, &t, &err) && t == run[i], "replayed step %d: %d, first %d", i, t, run[i]);
+            CHECK(!eli_sampler_accept(smp, t, &err), "%s", err.msg);
+        }
+        /* a damaged snapshot is refused and changes nothing */
+        if (saved) {
+            size_t cur = eli_sampler_state_size(smp);
+            saved[saved_n - 5] ^= 0x40;
+            CHECK(eli_sampler_load(smp, saved, saved_n, &err) != 0 && eli_sampler_state_size(smp) == cur, "damaged snapshot");
+        }
+        free(saved);
+        eli_sampler_free(smp);
+        eli_grammar_matcher_free(check);
+        eli_grammar_free(g);
+    }
+    eli_error e2 = {0};
+    eli_sampler_stage bad;
+    CHECK(eli_grammar_stage_create("root ::= \"a", 11, tok, vocab, &bad, NULL, &e2) == ELI_ERR_INVALID_ARG &&
+              strstr(e2.msg, "line 1, column 10"),
+          "stage of a bad grammar: %s", e2.msg);
+    free(logits), free(ref), free(probs);
+}
+
 int main(void) {
     eli_error err = {0};
     gguf_file *f = gguf_open(eli_shared_path("golden/tokenizer/gemma4-vocab.gguf"), &err);
@@ -179,6 +269,7 @@ int main(void) {
         walk("words", "root ::= ( \"the\" | \"theory\" | \"thermal\" | \" \" | [.,] )+", "the theory, the thermal. the", 1);
         test_partial();
         test_token_refs();
+        test_sampler_stage();
     }
     eli_grammar_vocab_free(v);
     eli_tokenizer_free(t);
