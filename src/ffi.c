@@ -118,7 +118,7 @@ int eliza_inference_tokenize_supported(void) { return 1; }
 int eliza_inference_embed_supported(void) { return 1; }
 int eliza_inference_llm_eot_supported(void) { return 1; }
 void eliza_inference_free_string(char *s) { free(s); }
-void eliza_inference_free_tokens(int *tokens) { free(tokens); }
+void eliza_inference_free_tokens(int32_t *tokens) { free(tokens); }
 
 /* ---- context ---- */
 
@@ -548,7 +548,7 @@ void eliza_inference_llm_stream_close(EliLlmStream *s) {
 /* ---- text utilities ---- */
 
 int eliza_inference_tokenize(EliInferenceContext *c, const char *text, size_t text_len, int add_special,
-                             int parse_special, int **out_tokens, size_t *out_n, char **out_error) {
+                             int parse_special, int32_t **out_tokens, size_t *out_n, char **out_error) {
     static const char fn[] = "eliza_inference_tokenize";
     if (out_tokens) *out_tokens = NULL;
     if (out_n) *out_n = 0;
@@ -565,10 +565,8 @@ int eliza_inference_tokenize(EliInferenceContext *c, const char *text, size_t te
     }
     eli_handle_release(&live_contexts, c);
     if (rc) return eli_ffi_fail_err(out_error, fn, &err);
-    /* int and int32_t are the same type on every platform we build for */
-    _Static_assert(sizeof(int) == sizeof(int32_t), "int must be 32-bit");
     if (!ids && !(ids = malloc(sizeof *ids))) return eli_ffi_fail(out_error, fn, ELIZA_ERR_OOM, "out of memory");
-    *out_tokens = (int *)ids;
+    *out_tokens = ids;
     *out_n = n;
     return ELIZA_OK;
 }
@@ -581,7 +579,7 @@ static size_t utf8_prefix(const char *text, size_t len, size_t cap) {
     return n;
 }
 
-int eliza_inference_detokenize(EliInferenceContext *c, const int *tokens, size_t n, int remove_special,
+int eliza_inference_detokenize(EliInferenceContext *c, const int32_t *tokens, size_t n, int remove_special,
                                int unparse_special, char *out_text, size_t max_text_bytes, char **out_error) {
     static const char fn[] = "eliza_inference_detokenize";
     if (n && !tokens) return eli_ffi_fail(out_error, fn, ELIZA_ERR_INVALID_ARG, "tokens is NULL with n = %zu", n);
@@ -594,7 +592,7 @@ int eliza_inference_detokenize(EliInferenceContext *c, const int *tokens, size_t
     size_t len = 0;
     int rc = text_begin(c, &err);
     if (!rc) {
-        rc = eli_detokenize(c->tok, (const int32_t *)tokens, n, remove_special, unparse_special, &text, &len, &err);
+        rc = eli_detokenize(c->tok, tokens, n, remove_special, unparse_special, &text, &len, &err);
         text_end(c);
     }
     eli_handle_release(&live_contexts, c);

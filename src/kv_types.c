@@ -24,7 +24,7 @@ int eli_kv_type_from_name(const char *name, uint32_t *type) {
     return -1;
 }
 
-const char *eli_kv_type_names(void) { return KV_TYPES(KV_NAME) + 1; }
+const char *eli_kv_type_names(void) { return &KV_TYPES(KV_NAME)[1]; } /* past the leading separator */
 
 static int type_of_config(const char *what, const char *name, uint32_t *type, eli_error *err) {
     /* the low-bit types the eliza hosts pass (../shared/spec/ffi.md) */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bytes.h"
 #include "fileio.h"
 #include "os.h"
 #include "quants.h"
@@ -217,18 +218,6 @@ int eli_slot_save(const char *path, eli_xseq *seq, const eli_slot_state *st, con
 
 /* ---- restore ---- */
 
-typedef struct {
-    const uint8_t *p;
-    size_t left;
-} cursor;
-
-static const void *take(cursor *c, uint64_t n) {
-    if (n > c->left) return NULL;
-    const void *r = c->p;
-    c->p += n, c->left -= (size_t)n;
-    return r;
-}
-
 static const char *type_name(uint32_t t) {
     const char *n = eli_type_name(t);
     return n ? n : "?";
@@ -308,8 +297,8 @@ static int restore_mapped(const uint8_t *base, size_t size, eli_xseq *seq, eli_s
     const eli_spec_resume mtp = {h.mtp_rng, h.mtp_window, h.mtp_pause, h.mtp_pause_len, h.mtp_n_acc, h.mtp_n_rej};
     if ((h.flags & F_MTP) && (rc = eli_spec_resume_check(&mtp, err))) return rc;
 
-    cursor cur = {base + sizeof h, size - 8 - sizeof h};
-    const uint8_t *toks = take(&cur, (uint64_t)h.n_tokens * sizeof(int32_t));
+    eli_reader cur = {base + sizeof h, size - 8 - sizeof h};
+    const uint8_t *toks = eli_read_bytes(&cur, (uint64_t)h.n_tokens * sizeof(int32_t));
     if (!toks) return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file tokens truncated");
     for (int64_t i = 0; i < h.n_tokens; i++) {
         int32_t t;
@@ -318,12 +307,12 @@ static int restore_mapped(const uint8_t *base, size_t size, eli_xseq *seq, eli_s
             return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file token %d at %lld is outside the vocabulary", t, (long long)i);
     }
     const uint8_t *lg = NULL, *hd = NULL, *smp, *state;
-    if ((h.flags & F_LOGITS) && !(lg = take(&cur, (uint64_t)m->hp.n_vocab * sizeof(float))))
+    if ((h.flags & F_LOGITS) && !(lg = eli_read_bytes(&cur, (uint64_t)m->hp.n_vocab * sizeof(float))))
         return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file logits truncated");
-    if ((h.flags & F_HIDDEN) && !(hd = take(&cur, (uint64_t)m->hp.n_embd * sizeof(float))))
+    if ((h.flags & F_HIDDEN) && !(hd = eli_read_bytes(&cur, (uint64_t)m->hp.n_embd * sizeof(float))))
         return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file hidden state truncated");
-    if (!(smp = take(&cur, h.sampler_bytes))) return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file sampler state truncated");
-    if (!(state = take(&cur, h.state_bytes))) return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file sequence state truncated");
+    if (!(smp = eli_read_bytes(&cur, h.sampler_bytes))) return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file sampler state truncated");
+    if (!(state = eli_read_bytes(&cur, h.state_bytes))) return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file sequence state truncated");
     if (cur.left) return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file has %zu unexpected trailing bytes", cur.left);
     /* the sampler would draw from them: a NaN or infinity is a damaged file, not a distribution */
     int64_t bad = lg ? first_nonfinite(lg, m->hp.n_vocab) : -1;

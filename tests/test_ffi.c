@@ -97,7 +97,7 @@ static void test_basics(void) {
 }
 
 static void test_text_utils(EliInferenceContext *c) {
-    int *ids = NULL;
+    int32_t *ids = NULL;
     size_t n = 0;
     char *err = NULL;
     const char *text = "Hello";

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "audio_encoder.h"
 #include "config.h"
 #include "engine.h"
 #include "exec.h"
@@ -24,6 +25,10 @@ int cli_bench_chat(int argc, char **argv);
 int cli_synth(int argc, char **argv);
 int cli_grammar(int argc, char **argv);
 int cli_bench_grammar(int argc, char **argv);
+int cli_embed_image(int argc, char **argv);
+int cli_bench_image(int argc, char **argv);
+int cli_embed_audio(int argc, char **argv);
+int cli_bench_audio(int argc, char **argv);
 
 /* Prints "eliza-infer: <msg>" to stderr and returns 1. */
 int cli_die(const char *fmt, ...)
@@ -102,6 +107,23 @@ char *cli_default_model(void);
  * name). Returns 1 when opt is one of them and its value v was taken, 0 when opt is none of them, -1 after
  * printing an error (missing or unknown value). */
 int cli_parse_kv_option(const char *opt, const char *v, uint32_t *type_k, uint32_t *type_v);
+/* Audio input for embed-audio / bench-audio (cli_embed_audio.c): the projector, its audio tower, the WAV
+ * decoded to 16 kHz mono, and a thread pool. */
+typedef struct cli_audio {
+    struct eli_mmproj *proj;
+    struct eli_audio_encoder *enc;
+    float *pcm;
+    int64_t n; /* samples at 16 kHz */
+    struct eli_pool *pool;
+} cli_audio;
+/* Opens everything (threads <= 0: one per CPU); prints why and returns 1 on failure. */
+int cli_audio_open(const char *mmproj, const char *wav, int threads, cli_audio *a);
+void cli_audio_close(cli_audio *a);
+/* Consumes --mmproj FILE, --audio WAV, -t N at argv[*i]: 1 consumed, 0 not one of them, -1 bad value. */
+int cli_audio_option(int argc, char **argv, int *i, const char **mmproj, const char **wav, int *threads);
+
+/* "f32" / "f16" to a KV cache type; prints an error and returns -1 otherwise. */
+int cli_parse_kv_type(const char *s, uint32_t *out);
 /* Whitespace- or comma-separated token ids into a malloc'ed array; prints an error and returns -1. */
 int cli_parse_tokens(const char *s, int32_t **out, size_t *n_out);
 

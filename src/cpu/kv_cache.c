@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bytes.h"
 #include "os.h"
 #include "quants.h"
 
@@ -330,22 +331,10 @@ void eli_kv_save(const eli_kv_cache *kv, void (*put)(void *w, const void *p, siz
     }
 }
 
-typedef struct {
-    const uint8_t *p;
-    size_t left;
-} cursor;
-
-static const void *take(cursor *c, size_t n) {
-    if (n > c->left) return NULL;
-    const void *r = c->p;
-    c->p += n, c->left -= n;
-    return r;
-}
-
 /* Checks one layer's record against the cache; fills pos_tmp (n_cells) with its cell map. */
-static int check_layer(cursor *cur, const eli_kv_cache *kv, int il, int n_swa, int32_t n_past, int32_t *pos_tmp,
+static int check_layer(eli_reader *cur, const eli_kv_cache *kv, int il, int n_swa, int32_t n_past, int32_t *pos_tmp,
                        layer_record *out, const uint8_t **out_pos, eli_error *err) {
-    const void *rec = take(cur, sizeof *out);
+    const void *rec = eli_read_bytes(cur, sizeof *out);
     if (!rec) return eli_fail(err, ELI_ERR_INVALID_ARG, "layer %d: record truncated", il);
     layer_record l;
     memcpy(&l, rec, sizeof l);
@@ -364,8 +353,8 @@ static int check_layer(cursor *cur, const eli_kv_cache *kv, int il, int n_swa, i
     if (l.n_used < 0 || l.n_used > c->n_cells)
         return eli_fail(err, ELI_ERR_INVALID_ARG, "layer %d: %lld used cells out of %lld", il, (long long)l.n_used,
                         (long long)c->n_cells);
-    const uint8_t *pos = take(cur, (size_t)l.n_used * sizeof(int32_t));
-    if (!pos || !take(cur, (size_t)l.n_used * c->row_bytes_k) || !take(cur, (size_t)l.n_used * c->row_bytes_v))
+    const uint8_t *pos = eli_read_bytes(cur, (size_t)l.n_used * sizeof(int32_t));
+    if (!pos || !eli_read_bytes(cur, (size_t)l.n_used * c->row_bytes_k) || !eli_read_bytes(cur, (size_t)l.n_used * c->row_bytes_v))
         return eli_fail(err, ELI_ERR_INVALID_ARG, "layer %d: cells truncated", il);
     for (int64_t i = 0; i < c->n_cells; i++) pos_tmp[i] = -1;
     int64_t last_cell = -1;
@@ -397,7 +386,7 @@ int eli_kv_load(eli_kv_cache *kv, const uint8_t *p, size_t n, int32_t n_past, in
     layer_record *recs = calloc((size_t)kv->n_layer, sizeof *recs);
     const uint8_t **poss = calloc((size_t)kv->n_layer, sizeof *poss);
     int rc = !pos_tmp || !recs || !poss ? eli_fail(err, ELI_ERR_OOM, "out of memory") : ELI_OK;
-    cursor cur = {p, n};
+    eli_reader cur = {p, n};
     /* every layer is checked before the cache is touched */
     for (int il = 0; !rc && il < kv->n_layer; il++)
         rc = check_layer(&cur, kv, il, n_swa, n_past, pos_tmp, &recs[il], &poss[il], err);

@@ -27,6 +27,8 @@ void eli_rms_norm(float *y, const float *x, const float *w, int64_t n, float eps
 /* gate[i] = gelu(gate[i]) * up[i] for i < n: GELU (tanh form) through the fp16 table as llama.cpp's CPU
  * backend computes it; k does the fp16 conversions. */
 void eli_geglu(const eli_kernels *k, int64_t n, float *gate, const float *up);
+/* The same with GELU-quick, x * sigmoid(1.702 x), through its fp16 table (the vision tower's default). */
+void eli_geglu_quick(const eli_kernels *k, int64_t n, float *gate, const float *up);
 /* In place NEOX RoPE on n_head vectors of head_dim floats: pairs (i, i + n_rot/2) for i < n_rot/2. */
 void eli_rope_neox(float *x, int n_head, int head_dim, int n_rot, int32_t pos, float base, const float *freq_factors);
 /* In place softmax of n values (max-subtracted, double sum). */
