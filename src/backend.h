@@ -47,6 +47,10 @@ typedef struct eli_backend {
     eli_backend_session *(*open)(const eli_backend_env *env, const eliza_llm_stream_config_t *cfg, eli_error *err);
     /* cancel is the stream's flag, polled between batches and tokens */
     int (*prefill)(eli_backend_session *s, const int32_t *ids, size_t n, const atomic_int *cancel, eli_error *err);
+    /* n embedding rows of the text model's width (an image's or audio clip's soft tokens) as one span,
+     * bidirectional when bidir is set (eli_gen_prefill_embd); NULL: the backend takes no embeddings */
+    int (*prefill_embd)(eli_backend_session *s, const float *embd, int64_t n, int bidir, const atomic_int *cancel,
+                        eli_error *err);
     int (*next)(eli_backend_session *s, int32_t *tokens_out, size_t tokens_cap, size_t *num_tokens_out, char *text_out,
                 size_t text_cap, int32_t *drafted, int32_t *accepted, const atomic_int *cancel, eli_error *err);
     int (*reset)(eli_backend_session *s);

@@ -2,6 +2,7 @@
  * kernels for this CPU) and "reference" (the same engine on the plain scalar kernels only). */
 #include "engine.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -19,8 +20,10 @@ struct eli_gen {
     eli_sampler *smp;
     eli_decoder *dec;
 
-    int32_t *tokens; /* committed positions */
+    int32_t *tokens; /* committed positions: token ids, ELI_MEDIA_ID for an embedding row of a media span */
     int64_t n_tokens, cap_tokens;
+    eli_media_span *media; /* the spans of embedding rows among them, in order (kept: a recompute needs them) */
+    int n_media, cap_media;
     int pending;      /* tokens[n_tokens - 1] is emitted but not yet in the KV cache */
     float *logits;    /* next-token logits after the last position in the KV cache */
     int logits_valid;
@@ -47,6 +50,35 @@ eli_gen_params eli_gen_default_params(void) {
     return p;
 }
 
+/* ---- media spans ---- */
+
+/* Forgets the spans from index i on. */
+static void drop_media(eli_gen *g, int i) {
+    for (int k = i; k < g->n_media; k++) free(g->media[k].embd);
+    if (i < g->n_media) g->n_media = i;
+}
+
+/* The span holding position pos, or NULL. */
+static const eli_media_span *media_at(const eli_gen *g, int64_t pos) {
+    for (int i = 0; i < g->n_media; i++)
+        if (pos >= g->media[i].pos && pos < g->media[i].pos + g->media[i].n) return &g->media[i];
+    return NULL;
+}
+
+/* pos, or the start of the span it falls inside: a span's rows are kept or recomputed whole (an image's rows
+ * attend to each other both ways, so part of one has no exact state of its own). */
+static int64_t media_floor(const eli_gen *g, int64_t pos) {
+    const eli_media_span *sp = media_at(g, pos);
+    return sp && pos > sp->pos ? sp->pos : pos;
+}
+
+/* Keeps the spans that end at or before n (the caller floors n to a span boundary first). */
+static void keep_media(eli_gen *g, int64_t n) {
+    int i = 0;
+    while (i < g->n_media && g->media[i].pos + g->media[i].n <= n) i++;
+    drop_media(g, i);
+}
+
 void eli_gen_free(eli_gen *g) {
     if (!g) return;
     eli_seq_free(g->seq);
@@ -54,6 +86,8 @@ void eli_gen_free(eli_gen *g) {
     eli_decoder_free(g->dec);
     eli_spec_free(g->spec);
     free(g->tokens);
+    drop_media(g, 0);
+    free(g->media);
     free(g->logits);
     free(g->hidden);
     free(g->carry);
@@ -139,14 +173,30 @@ static int push_text(eli_gen *g, const char *s, size_t n) {
     return ELI_OK;
 }
 
-/* Decodes committed positions [from, to) into the cache, keeping the logits of the last one. */
+/* Decodes committed positions [from, to) into the cache, keeping the logits of the last one: runs of token
+ * ids and the embedding rows of media spans, in ubatch-sized chunks (a bidirectional span, never longer than
+ * a ubatch, in one chunk of its own). from is never inside a span (media_floor). */
 static int decode_range(eli_gen *g, int64_t from, int64_t to, const atomic_int *cancel, eli_error *err) {
-    const int64_t chunk = eli_seq_params_of(g->seq).n_ubatch;
+    const int64_t chunk = eli_seq_params_of(g->seq).n_ubatch, E = g->m->hp.n_embd;
     for (int64_t i = from; i < to;) {
         if (cancel && atomic_load(cancel)) return eli_fail(err, ELI_ERR_CANCELLED, "cancelled");
+        const eli_media_span *sp = g->tokens[i] == ELI_MEDIA_ID ? media_at(g, i) : NULL;
+        if (g->tokens[i] == ELI_MEDIA_ID && !sp) return eli_fail(err, ELI_ERR_FFI_FAULT, "position %lld has no media row", (long long)i);
         int64_t n = to - i < chunk ? to - i : chunk;
+        if (sp) {
+            if (sp->pos + sp->n - i < n) n = sp->pos + sp->n - i;
+        } else {
+            for (int64_t k = 1; k < n; k++)
+                if (g->tokens[i + k] == ELI_MEDIA_ID) {
+                    n = k;
+                    break;
+                }
+        }
         const eli_outputs out = {g->logits, g->hidden, 0};
-        int rc = eli_seq_decode_tokens(g->seq, g->tokens + i, n, i + n == to ? &out : NULL, err);
+        const eli_span whole = {0, n};
+        const eli_batch b = {n, sp ? NULL : g->tokens + i, sp ? sp->embd + (i - sp->pos) * E : NULL,
+                             sp && sp->bidir ? &whole : NULL, sp && sp->bidir ? 1 : 0};
+        int rc = eli_seq_decode(g->seq, &b, i + n == to ? &out : NULL, err);
         if (rc) return rc;
         i += n;
     }
@@ -159,7 +209,8 @@ static void resync_sampler(eli_gen *g) {
     eli_sampler_reset(g->smp);
     const int64_t window = g->p.sampling.repeat_last_n;
     int64_t from = g->n_tokens > window ? g->n_tokens - window : 0;
-    for (int64_t i = from; i < g->n_tokens; i++) eli_sampler_note(g->smp, g->tokens[i]);
+    for (int64_t i = from; i < g->n_tokens; i++)
+        if (g->tokens[i] != ELI_MEDIA_ID) eli_sampler_note(g->smp, g->tokens[i]);
 }
 
 /* Makes g->logits the prediction after the last committed position. */
@@ -173,11 +224,32 @@ static int ensure_logits(eli_gen *g, const atomic_int *cancel, eli_error *err) {
     }
     if (g->logits_valid) return ELI_OK;
     if (g->n_tokens == 0) return eli_fail(err, ELI_ERR_INVALID_ARG, "nothing to continue from: prefill a prompt first");
-    /* the logits were dropped (reset_keep): recompute the last position */
-    const int64_t from = eli_seq_truncate(g->seq, g->n_tokens - 1) ? g->n_tokens - 1 : 0;
+    /* the logits were dropped (reset_keep): recompute the last position (a media span's whole) */
+    const int64_t last = media_floor(g, g->n_tokens - 1);
+    const int64_t from = eli_seq_truncate(g->seq, last) ? last : 0;
     if (!from) eli_seq_reset(g->seq);
     g->n_prompt_decoded += g->n_tokens - from;
     return decode_range(g, from, g->n_tokens, cancel, err);
+}
+
+/* After a prefill's decode: on an error keep what reached the cache (whole chunks, whole media spans) and
+ * forget the rest; else the end of a prompt, where the next turn's reset_keep usually lands. */
+static int prefill_done(eli_gen *g, int rc) {
+    g->pending = 0;
+    if (rc) {
+        int64_t keep = media_floor(g, eli_seq_n_past(g->seq));
+        if (keep < eli_seq_n_past(g->seq) && !eli_seq_truncate(g->seq, keep)) {
+            eli_seq_reset(g->seq);
+            keep = 0;
+        }
+        g->n_tokens = keep;
+        keep_media(g, keep);
+        g->logits_valid = g->hidden_valid = 0;
+        resync_sampler(g);
+        return rc;
+    }
+    eli_seq_checkpoint(g->seq);
+    return ELI_OK;
 }
 
 int eli_gen_prefill(eli_gen *g, const int32_t *ids, size_t n, const atomic_int *cancel, eli_error *err) {
@@ -204,17 +276,48 @@ int eli_gen_prefill(eli_gen *g, const int32_t *ids, size_t n, const atomic_int *
     const int64_t from = eli_seq_n_past(g->seq);
     int rc = decode_range(g, from, g->n_tokens, cancel, err);
     g->n_prompt_decoded += eli_seq_n_past(g->seq) - from; /* on an error: the whole chunks that got in */
-    if (rc) {
-        /* keep what reached the cache (whole chunks), forget the rest */
-        g->n_tokens = eli_seq_n_past(g->seq);
-        g->logits_valid = g->hidden_valid = 0;
-        g->pending = 0;
-        resync_sampler(g);
-        return rc;
+    return prefill_done(g, rc);
+}
+
+int eli_gen_prefill_embd(eli_gen *g, const float *embd, int64_t n, int bidir, const atomic_int *cancel, eli_error *err) {
+    const int64_t n_ctx = eli_seq_n_ctx(g->seq), room = n_ctx > g->n_tokens ? n_ctx - g->n_tokens : 0;
+    const int64_t E = g->m->hp.n_embd, ub = eli_seq_params_of(g->seq).n_ubatch;
+    if (n < 0 || (n > 0 && !embd)) return eli_fail(err, ELI_ERR_INVALID_ARG, "no embedding rows given for %lld rows", (long long)n);
+    if (n > room)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "context overflow: %lld embedding rows do not fit: %lld of %lld positions are free",
+                        (long long)n, (long long)room, (long long)n_ctx);
+    if (bidir && n > ub)
+        return eli_fail(err, ELI_ERR_INVALID_ARG,
+                        "a bidirectional span of %lld rows is longer than the stream's n_ubatch (%lld): it must be decoded in "
+                        "one batch",
+                        (long long)n, (long long)ub);
+    for (int64_t i = 0; i < n * E; i++)
+        if (!isfinite(embd[i]))
+            return eli_fail(err, ELI_ERR_INVALID_ARG, "embedding row %lld value %lld is not finite", (long long)(i / E), (long long)(i % E));
+    g->done = 0;
+    g->n_generated = 0;
+    if (n == 0) return ELI_OK;
+    if (g->n_media == g->cap_media) {
+        const int cap = g->cap_media ? 2 * g->cap_media : 4;
+        eli_media_span *m = realloc(g->media, (size_t)cap * sizeof *m);
+        if (!m) return eli_fail(err, ELI_ERR_OOM, "out of memory");
+        g->media = m;
+        g->cap_media = cap;
     }
-    g->pending = 0;
-    eli_seq_checkpoint(g->seq); /* the end of a prompt: where the next turn's reset_keep usually lands */
-    return ELI_OK;
+    eli_media_span sp = {g->n_tokens, n, bidir != 0, malloc((size_t)(n * E) * sizeof(float))};
+    if (!sp.embd) return eli_fail(err, ELI_ERR_OOM, "out of memory for %lld embedding rows", (long long)n);
+    memcpy(sp.embd, embd, (size_t)(n * E) * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        if (push_token(g, ELI_MEDIA_ID)) {
+            g->n_tokens = sp.pos;
+            free(sp.embd);
+            return eli_fail(err, ELI_ERR_OOM, "out of memory");
+        }
+    g->media[g->n_media++] = sp;
+    const int64_t from = eli_seq_n_past(g->seq);
+    int rc = decode_range(g, from, g->n_tokens, cancel, err);
+    g->n_prompt_decoded += eli_seq_n_past(g->seq) - from;
+    return prefill_done(g, rc);
 }
 
 /* Moves up to cap - 1 bytes of complete UTF-8 characters from carry to out (NUL-terminated). */
@@ -363,6 +466,7 @@ void eli_gen_reset(eli_gen *g) {
     eli_sampler_reset(g->smp); /* history cleared, random stream restarted from the seed */
     eli_decoder_reset(g->dec);
     g->n_tokens = 0;
+    drop_media(g, 0);
     g->pending = 0;
     g->logits_valid = g->hidden_valid = 0;
     g->n_generated = 0;
@@ -374,6 +478,7 @@ void eli_gen_reset(eli_gen *g) {
 int64_t eli_gen_reset_keep(eli_gen *g, int64_t n_keep) {
     if (n_keep < 0) n_keep = 0;
     if (n_keep > g->n_tokens) n_keep = g->n_tokens;
+    n_keep = media_floor(g, n_keep);
     g->done = 0;
     g->n_generated = 0;
     g->n_carry = 0;
@@ -384,6 +489,7 @@ int64_t eli_gen_reset_keep(eli_gen *g, int64_t n_keep) {
     }
     const int64_t past = eli_seq_n_past(g->seq);
     g->n_tokens = n_keep;
+    keep_media(g, n_keep);
     if (g->pending && n_keep == past) {
         g->pending = 0; /* the dropped token never reached the cache: its logits are still current */
     } else if (n_keep < past) {
@@ -392,6 +498,7 @@ int64_t eli_gen_reset_keep(eli_gen *g, int64_t n_keep) {
         /* truncate; when the sliding rings overwrote part of the prefix, resume from the nearest window
          * checkpoint <= n_keep (or from 0) and recompute the rest (exact) */
         int64_t from = eli_seq_resume(g->seq, n_keep);
+        if (from >= 0 && media_floor(g, from) != from) from = eli_seq_truncate(g->seq, media_floor(g, from)) ? media_floor(g, from) : -1;
         if (from < 0) {
             eli_seq_reset(g->seq);
             from = 0;
@@ -401,6 +508,7 @@ int64_t eli_gen_reset_keep(eli_gen *g, int64_t n_keep) {
         if (from < n_keep && decode_range(g, from, n_keep, NULL, &err)) {
             eli_seq_reset(g->seq);
             g->n_tokens = 0;
+            drop_media(g, 0);
         }
     }
     eli_seq_checkpoint(g->seq);
@@ -510,6 +618,11 @@ static int s_prefill(eli_backend_session *s, const int32_t *ids, size_t n, const
     return eli_gen_prefill(s->gen, ids, n, cancel, err);
 }
 
+static int s_prefill_embd(eli_backend_session *s, const float *embd, int64_t n, int bidir, const atomic_int *cancel,
+                          eli_error *err) {
+    return eli_gen_prefill_embd(s->gen, embd, n, bidir, cancel, err);
+}
+
 static int s_next(eli_backend_session *s, int32_t *tokens_out, size_t tokens_cap, size_t *n_out, char *text_out,
                   size_t text_cap, int32_t *drafted, int32_t *accepted, const atomic_int *cancel, eli_error *err) {
     return eli_gen_next(s->gen, tokens_out, tokens_cap, n_out, text_out, text_cap, drafted, accepted, cancel, err);
@@ -523,8 +636,8 @@ static int s_reset(eli_backend_session *s) {
 static int s_reset_keep(eli_backend_session *s, int32_t n_keep) { return (int)eli_gen_reset_keep(s->gen, n_keep); }
 
 int eli_gen_save(eli_gen *g, const char *path, eli_error *err) {
-    eli_slot_state st = {g->tokens, g->n_tokens, g->cap_tokens, g->pending, g->logits_valid, g->hidden_valid,
-                         g->done, g->n_generated, g->smp, g->spec != NULL, {0}};
+    eli_slot_state st = {g->tokens,    g->n_tokens,     g->cap_tokens, g->media, g->n_media,       g->pending,
+                         g->logits_valid, g->hidden_valid, g->done,    g->n_generated, g->smp, g->spec != NULL, {0}};
     if (g->spec) eli_spec_get_resume(g->spec, &st.mtp);
     return eli_slot_save(path, g->seq, &st, g->logits, g->hidden, err);
 }
@@ -538,6 +651,10 @@ int eli_gen_restore(eli_gen *g, const char *path, eli_error *err) {
     g->tokens = st.tokens;
     g->n_tokens = st.n_tokens;
     g->cap_tokens = st.cap_tokens;
+    drop_media(g, 0);
+    free(g->media);
+    g->media = st.media;
+    g->n_media = g->cap_media = st.n_media;
     g->pending = st.pending;
     g->logits_valid = st.logits_valid;
     g->hidden_valid = st.hidden_valid; /* with the MTP state: a restored stream drafts exactly where the original does */
@@ -585,9 +702,11 @@ static int run_reference(const eli_backend_env *env, const int32_t *ids, size_t 
     return ref ? run_once(env, ref, ids, n, hidden, logits, err) : ELI_ERR_NOT_IMPLEMENTED;
 }
 
-const eli_backend eli_backend_engine_builtin = {"builtin", always,  serves_any,   rank_builtin, open_builtin, s_prefill,
-                                                s_next,    s_reset, s_reset_keep, s_save,       s_restore,    s_close,
-                                                run_builtin};
-const eli_backend eli_backend_engine_reference = {"reference", always,  serves_any,   rank_reference, open_reference, s_prefill,
-                                                  s_next,      s_reset, s_reset_keep, s_save,         s_restore,      s_close,
-                                                  run_reference};
+#define ENGINE_SHARED                                                                                                \
+    .available = always, .can_serve = serves_any, .prefill = s_prefill, .prefill_embd = s_prefill_embd, .next = s_next, \
+    .reset = s_reset, .reset_keep = s_reset_keep, .save = s_save, .restore = s_restore, .close = s_close
+
+const eli_backend eli_backend_engine_builtin = {.name = "builtin", .preference_rank = rank_builtin, .open = open_builtin,
+                                                .run_once = run_builtin, ENGINE_SHARED};
+const eli_backend eli_backend_engine_reference = {.name = "reference", .preference_rank = rank_reference,
+                                                  .open = open_reference, .run_once = run_reference, ENGINE_SHARED};

@@ -4,7 +4,9 @@
  *
  * State: `tokens` are the committed positions (prompt and generated). The last generated token is
  * "pending" until the next step needs the model: it is emitted, but decoded into the KV cache lazily, so
- * a step that ends the stream costs no forward pass. */
+ * a step that ends the stream costs no forward pass. A position may also be an embedding row (an image's
+ * or an audio clip's soft token): its entry in `tokens` is ELI_MEDIA_ID and the session keeps the rows
+ * (media spans), so reset_keep can recompute them and slot files carry them. */
 #ifndef ELI_ENGINE_H
 #define ELI_ENGINE_H
 
@@ -51,6 +53,12 @@ void eli_gen_free(eli_gen *g);
  * Starts a new generation: the max_tokens count and the end-of-stream flag are cleared. */
 int eli_gen_prefill(eli_gen *g, const int32_t *ids, size_t n, const atomic_int *cancel, eli_error *err);
 
+/* Appends n embedding rows (n_embd floats each, used as they are: no embedding scale) at the current
+ * position as one media span; bidir 1: its rows attend to each other both ways (an image; then n must not
+ * exceed the stream's n_ubatch). Starts a new generation like prefill. A reset_keep that would cut a span
+ * keeps none of it. */
+int eli_gen_prefill_embd(eli_gen *g, const float *embd, int64_t n, int bidir, const atomic_int *cancel, eli_error *err);
+
 /* One step of up to tokens_cap tokens: see eliza_inference_llm_stream_next for the contract (0 more to
  * come, 1 final, negative error). text_cap is 0 (text dropped) or >= 5. drafted / accepted (may be NULL)
  * receive this step's MTP counts. */
@@ -69,7 +77,7 @@ int64_t eli_gen_reset_keep(eli_gen *g, int64_t n_keep);
 int eli_gen_save(eli_gen *g, const char *path, eli_error *err);
 int eli_gen_restore(eli_gen *g, const char *path, eli_error *err);
 
-/* Committed positions (prompt + generated tokens, the pending one included). */
+/* Committed positions (prompt + generated tokens, the pending one included; ELI_MEDIA_ID for embedding rows). */
 int64_t eli_gen_n_committed(const eli_gen *g);
 const int32_t *eli_gen_tokens(const eli_gen *g);
 /* Tokens generated since the last prefill, and whether the stream has ended. */

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "audio_mel.h"
 #include "quants.h"
 
 /* The devices, one line each: every folder exports its table(s). */
@@ -100,4 +101,39 @@ void eli_draft_free(eli_xdraft *d) {
 int eli_draft_step(eli_xdraft *d, eli_xseq *target, int32_t t, int32_t pos, const float *h_in, float *logits, float *h_out,
                    eli_error *err) {
     return d->exec->draft_step(d, target, t, pos, h_in, logits, h_out, err);
+}
+
+eli_xtower *eli_vision_prepare(const eli_exec *exec, struct eli_vision *v, const eli_exec_options *o, int n_threads,
+                               eli_error *err) {
+    if (!exec->vision_prepare) {
+        eli_fail(err, ELI_ERR_NOT_IMPLEMENTED, "executor '%s' has no vision tower", exec->name);
+        return NULL;
+    }
+    return exec->vision_prepare(v, o, n_threads, err);
+}
+
+eli_xtower *eli_audio_prepare(const eli_exec *exec, struct eli_audio *a, const eli_exec_options *o, int n_threads,
+                              eli_error *err) {
+    if (!exec->audio_prepare) {
+        eli_fail(err, ELI_ERR_NOT_IMPLEMENTED, "executor '%s' has no audio tower", exec->name);
+        return NULL;
+    }
+    return exec->audio_prepare(a, o, n_threads, err);
+}
+
+void eli_xtower_release(eli_xtower *t) {
+    if (t) t->exec->tower_release(t);
+}
+
+int eli_xtower_encode_image(eli_xtower *t, const struct eli_image *img, float *out, eli_error *err) {
+    if (!t->vision) return eli_fail(err, ELI_ERR_INVALID_ARG, "not a vision tower");
+    return t->exec->vision_encode(t, img, out, err);
+}
+
+int eli_xtower_encode_audio(eli_xtower *t, const float *mel, int64_t T, float *out, eli_error *err) {
+    if (!t->audio) return eli_fail(err, ELI_ERR_INVALID_ARG, "not an audio tower");
+    if (T < 1) return eli_fail(err, ELI_ERR_INVALID_ARG, "no mel frames to encode");
+    if (T > ELI_MEL_CHUNK_SAMPLES / ELI_MEL_HOP + 1)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "%lld mel frames is more than one 30-second chunk", (long long)T);
+    return t->exec->audio_encode(t, mel, T, out, err);
 }

@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels.h"
-#include "pack.h"
 #include "quants.h"
 
 static const char *const TOWER_NAME[2] = {"vision", "audio"};
@@ -177,24 +175,6 @@ int eli_mmproj_matrix(const eli_mmproj *p, eli_weight *w, const char *name, int 
     return ELI_OK;
 }
 
-int eli_mmproj_pack(eli_mmproj *p, eli_weight *w, eli_error *err) {
-    const eli_kernels *k = eli_kernels_best();
-    if (!w->data || w->packed || !k->packed_gemm[w->type] || !eli_pack_supported(w->type, w->rows, w->cols)) return ELI_OK;
-    const size_t bytes = (size_t)w->rows * eli_pack_row_bytes(w->type, w->cols);
-    void *dst = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-    void **grown = realloc(p->owned, (p->n_owned + 1) * sizeof *grown);
-    if (grown) p->owned = grown;
-    if (!dst || !grown) {
-        free(dst);
-        return eli_fail(err, ELI_ERR_OOM, "out of memory packing '%s'", w->name);
-    }
-    p->owned[p->n_owned++] = dst;
-    eli_pack(w->type, w->data, w->rows, w->cols, dst);
-    w->packed = dst;
-    w->packed_row_bytes = eli_pack_row_bytes(w->type, w->cols);
-    return ELI_OK;
-}
-
 /* One clamp scalar `<prefix>.<what>`: 1 element of a float type; dflt when absent. */
 static int clamp_scalar(const eli_mmproj *p, const char *prefix, const char *what, float dflt, float *out, eli_error *err) {
     char name[320];
@@ -223,7 +203,7 @@ int eli_mmproj_linear(eli_mmproj *p, eli_mm_linear *l, const char *prefix, int r
         return eli_fail(err, ELI_ERR_INVALID_ARG, "tensor name prefix '%.40s...' is too long", prefix);
     snprintf(name, sizeof name, "%s.weight", prefix);
     int rc = eli_mmproj_matrix(p, &l->w, name, required, n_in, n_out, err);
-    if (rc || !l->w.data || (rc = eli_mmproj_pack(p, &l->w, err))) return rc;
+    if (rc || !l->w.data) return rc;
     snprintf(name, sizeof name, "%s.bias", prefix);
     const int64_t ne[4] = {n_out, 1, 1, 1};
     if ((rc = eli_mmproj_f32_tensor(p, name, 0, ne, &l->bias, err))) return rc;
@@ -231,28 +211,6 @@ int eli_mmproj_linear(eli_mmproj *p, eli_mm_linear *l, const char *prefix, int r
     if ((rc = clamp_scalar(p, prefix, "input_max", FLT_MAX, &l->in_max, err))) return rc;
     if ((rc = clamp_scalar(p, prefix, "output_min", -FLT_MAX, &l->out_min, err))) return rc;
     return clamp_scalar(p, prefix, "output_max", FLT_MAX, &l->out_max, err);
-}
-
-/* ggml's clamp, MAX(MIN(v, hi), lo): NaN becomes hi, and lo wins when lo > hi. */
-static void clamp_inplace(float *x, int64_t n, float lo, float hi) {
-    for (int64_t i = 0; i < n; i++) {
-        const float v = x[i] < hi ? x[i] : hi;
-        x[i] = v > lo ? v : lo;
-    }
-}
-
-int eli_mm_linear_apply(eli_pool *pool, const eli_mm_linear *l, float *x, int64_t T, float *y, eli_buf *scratch,
-                        eli_error *err) {
-    const eli_weight *w = &l->w;
-    /* the defaults (+-FLT_MAX) change nothing finite; they are still applied for an infinite input, as in ggml */
-    clamp_inplace(x, T * w->cols, l->in_min, l->in_max);
-    if (eli_matmul_k(pool, NULL, w, 0, x, T, y, scratch))
-        return eli_fail(err, ELI_ERR_OOM, "out of memory multiplying '%s'", w->name);
-    clamp_inplace(y, T * w->rows, l->out_min, l->out_max);
-    if (l->bias)
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t r = 0; r < w->rows; r++) y[t * w->rows + r] += l->bias[r];
-    return ELI_OK;
 }
 
 /* ---- the file ---- */

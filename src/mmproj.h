@@ -8,6 +8,9 @@
  * its data is read, and each problem fails with a message naming the key or tensor. The tower code
  * (vision.c, audio) reads its own keys and binds its own tensors through these helpers.
  *
+ * Binding only: nothing here multiplies or lays out a matrix. A device prepares a bound tower (exec.h:
+ * the CPU packs its matrices, src/cpu/tower.c) and applies its linears.
+ *
  * Clamps, as llama.cpp's Gemma 4 towers compute them (tools/mtmd, build_mm of gemma4v / gemma4a): a matrix
  * `<p>.weight` may come with 1-element tensors `<p>.input_min`, `<p>.input_max`, `<p>.output_min`,
  * `<p>.output_max` (missing = -FLT_MAX / FLT_MAX). The input is clamped IN PLACE before the matmul, so a
@@ -21,8 +24,6 @@
 #include "error.h"
 #include "gguf.h"
 #include "model.h"
-#include "ops.h"
-#include "threadpool.h"
 
 /* Hard limits that keep every size computation far from overflow; real towers are well inside. */
 #define ELI_MM_MAX_LAYERS 256
@@ -87,18 +88,8 @@ int eli_mmproj_matrix(const eli_mmproj *p, eli_weight *w, const char *name, int 
                       eli_error *err);
 /* A clippable linear: `<prefix>.weight` {n_in, n_out} (l->w.data NULL when absent and not required), the
  * optional `<prefix>.bias` {n_out} and the optional clamp scalars (1 element, any float type; +-inf allowed,
- * NaN refused). The matrix is packed (eli_mmproj_pack). */
+ * NaN refused). */
 int eli_mmproj_linear(eli_mmproj *p, eli_mm_linear *l, const char *prefix, int required, int64_t n_in, int64_t n_out,
                       eli_error *err);
-
-/* Gives a bound matrix the packed layout of pack.h when this CPU's kernels have one for its type and shape
- * (F16, Q4_0, Q4_K on x86): an owned copy, freed with the projector. A tower's matmuls have hundreds to
- * thousands of rows of activations, where the packed kernels are faster (F16 3072 x 768, 432 tokens, one
- * thread: 30 against 47 ms). Nothing to do otherwise. */
-int eli_mmproj_pack(eli_mmproj *p, eli_weight *w, eli_error *err);
-
-/* Applies a bound linear to T rows: x is [T][n_in] (clamped in place), y is [T][n_out]. */
-int eli_mm_linear_apply(eli_pool *pool, const eli_mm_linear *l, float *x, int64_t T, float *y, eli_buf *scratch,
-                        eli_error *err);
 
 #endif

@@ -113,12 +113,17 @@ typedef struct {
     int64_t n_ctx, n_ubatch;
     uint32_t kv_type_k, kv_type_v, flags, reserved0;
     int64_t n_tokens, n_past, n_generated;
-    uint64_t sampler_bytes, state_bytes, reserved1[2];
+    uint64_t sampler_bytes, state_bytes, n_media, reserved1;
     int32_t mtp_window, mtp_pause, mtp_pause_len;
     uint32_t reserved;
     uint64_t mtp_rng;
     double mtp_n_acc, mtp_n_rej;
 } slot_header;
+
+typedef struct {
+    int64_t pos, n;
+    uint32_t bidir, reserved;
+} media_record;
 
 /* buffered, hashing writer over an atomic file */
 typedef struct {
@@ -180,6 +185,7 @@ int eli_slot_save(const char *path, eli_xseq *seq, const eli_slot_state *st, con
     h.n_past = eli_seq_n_past(seq);
     h.n_generated = st->n_generated;
     h.sampler_bytes = st->sampler ? eli_sampler_state_size(st->sampler) : 0;
+    h.n_media = (uint64_t)st->n_media;
     int rc = eli_seq_save_state(seq, count_put, &h.state_bytes, err);
     if (rc) return rc;
     if (st->has_mtp) {
@@ -201,6 +207,12 @@ int eli_slot_save(const char *path, eli_xseq *seq, const eli_slot_state *st, con
     }
     w_put(w, &h, sizeof h);
     w_put(w, st->tokens, (size_t)st->n_tokens * sizeof *st->tokens);
+    for (int i = 0; i < st->n_media; i++) {
+        const eli_media_span *span = &st->media[i];
+        const media_record rec = {span->pos, span->n, (uint32_t)(span->bidir != 0), 0};
+        w_put(w, &rec, sizeof rec);
+        w_put(w, span->embd, (size_t)(span->n * m->hp.n_embd) * sizeof *span->embd);
+    }
     if (h.flags & F_LOGITS) w_put(w, logits, (size_t)m->hp.n_vocab * sizeof *logits);
     if (h.flags & F_HIDDEN) w_put(w, hidden, (size_t)m->hp.n_embd * sizeof *hidden);
     if (smp) eli_sampler_save(st->sampler, smp), w_put(w, smp, (size_t)h.sampler_bytes);
@@ -241,7 +253,8 @@ static int check_header(const uint8_t *base, size_t size, const eli_model *m, co
         return eli_fail(err, ELI_ERR_INVALID_ARG, "not a slot file (%zu bytes, bad magic or too short)", size);
     memcpy(&h->version, base + offsetof(slot_header, version), sizeof h->version);
     static const char *const lacks[] = {"the sampler's random state", "the MTP state",
-                                        "separate K and V cache types and the sampler's whole state"};
+                                        "separate K and V cache types and the sampler's whole state",
+                                        "embedding rows (images, audio)"};
     _Static_assert(sizeof lacks / sizeof *lacks == ELI_SLOT_VERSION - 1, "one reason per older version");
     if (h->version >= 1 && h->version < ELI_SLOT_VERSION)
         return eli_fail(err, ELI_ERR_INVALID_ARG,
@@ -287,6 +300,62 @@ static int check_header(const uint8_t *base, size_t size, const eli_model *m, co
     return ELI_OK;
 }
 
+/* The media section: spans in order, disjoint, inside the tokens, covering exactly their ELI_MEDIA_ID
+ * positions, bidirectional ones no longer than a ubatch, every value finite. Advances cur past it. */
+static int check_media(eli_reader *cur, const uint8_t *toks, const slot_header *h, int64_t E, int64_t n_ubatch, eli_error *err) {
+    int64_t end = 0; /* where the previous span ended */
+    for (uint64_t i = 0; i < h->n_media; i++) {
+        const uint8_t *r = eli_read_bytes(cur, sizeof(media_record));
+        if (!r) return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file media span %llu truncated", (unsigned long long)i);
+        media_record mr;
+        memcpy(&mr, r, sizeof mr);
+        if (mr.pos < end || mr.n < 1 || mr.n > h->n_tokens - mr.pos || mr.bidir > 1 || mr.reserved || (mr.bidir && mr.n > n_ubatch))
+            return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file media span %llu (positions %lld + %lld) is out of place",
+                            (unsigned long long)i, (long long)mr.pos, (long long)mr.n);
+        for (int64_t p = end; p < mr.pos + mr.n; p++) {
+            int32_t t;
+            memcpy(&t, toks + 4 * p, sizeof t);
+            if ((t == ELI_MEDIA_ID) != (p >= mr.pos))
+                return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file position %lld is %s a media span", (long long)p,
+                                p >= mr.pos ? "a token inside" : "an embedding row outside");
+        }
+        const uint8_t *rows = eli_read_bytes(cur, (uint64_t)(mr.n * E) * sizeof(float));
+        if (!rows) return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file media span %llu rows truncated", (unsigned long long)i);
+        const int64_t bad = first_nonfinite(rows, mr.n * E);
+        if (bad >= 0)
+            return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file media span %llu value %lld is not finite", (unsigned long long)i,
+                            (long long)bad);
+        end = mr.pos + mr.n;
+    }
+    for (int64_t p = end; p < h->n_tokens; p++) {
+        int32_t t;
+        memcpy(&t, toks + 4 * p, sizeof t);
+        if (t == ELI_MEDIA_ID)
+            return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file position %lld is an embedding row outside a media span", (long long)p);
+    }
+    return ELI_OK;
+}
+
+static void free_media(eli_media_span *spans, int n) {
+    for (int i = 0; spans && i < n; i++) free(spans[i].embd);
+    free(spans);
+}
+
+/* Copies the checked media section at p into spans (n of them, zeroed): 0, or -1 out of memory. */
+static int load_media(const uint8_t *p, int n, int64_t E, eli_media_span *spans) {
+    for (int i = 0; i < n; i++) {
+        media_record mr;
+        memcpy(&mr, p, sizeof mr);
+        p += sizeof mr;
+        const size_t bytes = (size_t)(mr.n * E) * sizeof(float);
+        spans[i] = (eli_media_span){mr.pos, mr.n, (int)mr.bidir, malloc(bytes)};
+        if (!spans[i].embd) return -1;
+        memcpy(spans[i].embd, p, bytes);
+        p += bytes;
+    }
+    return 0;
+}
+
 static int restore_mapped(const uint8_t *base, size_t size, eli_xseq *seq, eli_slot_state *st, float *logits,
                           float *hidden, eli_error *err) {
     const eli_model *m = seq->xm->model;
@@ -300,12 +369,19 @@ static int restore_mapped(const uint8_t *base, size_t size, eli_xseq *seq, eli_s
     eli_reader cur = {base + sizeof h, size - 8 - sizeof h};
     const uint8_t *toks = eli_read_bytes(&cur, (uint64_t)h.n_tokens * sizeof(int32_t));
     if (!toks) return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file tokens truncated");
+    int64_t n_media_rows = 0;
     for (int64_t i = 0; i < h.n_tokens; i++) {
         int32_t t;
         memcpy(&t, toks + 4 * i, sizeof t);
-        if (t < 0 || t >= m->hp.n_vocab)
+        n_media_rows += t == ELI_MEDIA_ID;
+        if (t != ELI_MEDIA_ID && (t < 0 || t >= m->hp.n_vocab))
             return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file token %d at %lld is outside the vocabulary", t, (long long)i);
     }
+    if (h.n_media > (uint64_t)n_media_rows)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file has %llu media spans for %lld embedding rows",
+                        (unsigned long long)h.n_media, (long long)n_media_rows);
+    const uint8_t *media = cur.p;
+    if ((rc = check_media(&cur, toks, &h, m->hp.n_embd, sp.n_ubatch, err))) return rc;
     const uint8_t *lg = NULL, *hd = NULL, *smp, *state;
     if ((h.flags & F_LOGITS) && !(lg = eli_read_bytes(&cur, (uint64_t)m->hp.n_vocab * sizeof(float))))
         return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file logits truncated");
@@ -321,7 +397,12 @@ static int restore_mapped(const uint8_t *base, size_t size, eli_xseq *seq, eli_s
         return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file hidden state value %lld is not finite", (long long)bad);
     const int64_t cap = h.n_tokens > 256 ? h.n_tokens : 256;
     int32_t *tokens = malloc((size_t)cap * sizeof *tokens);
-    if (!tokens) return eli_fail(err, ELI_ERR_OOM, "restore_slot: out of memory");
+    eli_media_span *spans = h.n_media ? calloc((size_t)h.n_media, sizeof *spans) : NULL;
+    if (!tokens || (h.n_media && (!spans || load_media(media, (int)h.n_media, m->hp.n_embd, spans)))) {
+        free(tokens);
+        free_media(spans, (int)h.n_media);
+        return eli_fail(err, ELI_ERR_OOM, "restore_slot: out of memory");
+    }
 
     /* the sampler and the sequence each check their part before changing anything; the sampler's state as
      * it was comes back when the sequence refuses its part */
@@ -340,9 +421,12 @@ static int restore_mapped(const uint8_t *base, size_t size, eli_xseq *seq, eli_s
     free(old);
     if (rc) {
         free(tokens);
+        free_media(spans, (int)h.n_media);
         return rc;
     }
     memcpy(tokens, toks, (size_t)h.n_tokens * sizeof *tokens);
+    st->media = spans;
+    st->n_media = (int)h.n_media;
     if (lg && logits) memcpy(logits, lg, (size_t)m->hp.n_vocab * sizeof *logits);
     if (hd && hidden) memcpy(hidden, hd, (size_t)m->hp.n_embd * sizeof *hidden);
     st->tokens = tokens;

@@ -8,7 +8,8 @@
  *               norm, bidirectional attention with scale 1, GELU-quick / GELU / SiLU gated FFN, post
  *               norms, per-block out scale), 3x3 average pooling x sqrt(E), standardisation, RMS norm
  *               and the projection (clippable linears with the file's clamps throughout).
- * Every hyperparameter comes from the file; the matmuls run on the kernels of ops.h with a thread pool. */
+ * Every hyperparameter comes from the file. This file binds the tower and preprocesses images; a device
+ * encodes (exec.h: eli_vision_prepare, then eli_vision_encode; the CPU's is src/cpu/vision_encoder.c). */
 #ifndef ELI_VISION_H
 #define ELI_VISION_H
 
@@ -17,7 +18,8 @@
 #include "error.h"
 #include "image.h"
 #include "mmproj.h"
-#include "threadpool.h"
+
+struct eli_xtower;
 
 /* The text around an image's soft tokens in the prompt (tokenised with special tokens parsed). */
 #define ELI_VISION_MARKER_BEGIN "<|image>"
@@ -26,7 +28,31 @@
 #define ELI_VISION_MIN_TOKENS 40
 #define ELI_VISION_MAX_TOKENS 280
 
-typedef struct eli_vision eli_vision;
+typedef enum eli_vision_act { ELI_VISION_GELU_QUICK, ELI_VISION_GELU, ELI_VISION_SILU } eli_vision_act;
+
+typedef struct eli_vision_layer {
+    const float *ln1, *ln1_b, *ln2, *ln2_b, *attn_post_norm, *ffn_post_norm, *ls1, *ls2;
+    const float *q_norm, *k_norm; /* [head_dim] per head, or [n_head * head_dim] over the whole row */
+    int qk_norm_per_head;
+    eli_mm_linear q, k, v, o, gate, up, down; /* gate absent: act(up) */
+    const float *out_scale;                   /* [1] or [n_embd], or NULL */
+    int out_scale_n;
+} eli_vision_layer;
+
+/* The bound tower (read by the devices' encoders). */
+typedef struct eli_vision {
+    eli_mmproj *p;
+    eli_mm_hparams hp;
+    int patch, merge, n_embd_text, pos_size;
+    float mean[3], std[3];
+    eli_vision_act act;
+    eli_weight patch_w; /* {3 * patch^2, n_embd}, F16: ggml's conv rounds kernel and pixels to fp16 */
+    void *patch_f16;
+    const float *pos;   /* [2][pos_size][n_embd]: plane 0 by patch column, plane 1 by patch row */
+    eli_vision_layer *layers;
+    const float *std_bias, *std_scale;
+    eli_mm_linear proj; /* mm.input_projection {n_embd, n_embd_text} */
+} eli_vision;
 
 /* Binds the vision tower of a projector (which must outlive it). */
 eli_vision *eli_vision_load(eli_mmproj *p, eli_error *err);
@@ -46,8 +72,8 @@ typedef struct eli_vision_embd {
     int grid_w, grid_h; /* tokens per row and per column: n_tokens = grid_w * grid_h, row-major */
 } eli_vision_embd;
 
-/* Preprocesses and encodes an image. pool may be NULL (one thread). */
-int eli_vision_encode(const eli_vision *v, eli_pool *pool, const eli_image *img, eli_vision_embd *out, eli_error *err);
+/* Preprocesses an image and encodes it on a tower prepared from v (eli_vision_prepare). */
+int eli_vision_encode(struct eli_xtower *t, const eli_image *img, eli_vision_embd *out, eli_error *err);
 void eli_vision_embd_free(eli_vision_embd *e);
 
 #endif

@@ -8,12 +8,12 @@
 #include <math.h>
 #include <unistd.h>
 
-#include "audio_encoder.h"
+#include "audio.h"
 #include "audio_mel.h"
 #include "gguf_edit.h"
 #include "resample.h"
 #include "test.h"
-#include "threadpool.h"
+#include "test_exec.h"
 #include "wav.h"
 
 #define MM "golden/mm/"
@@ -51,12 +51,12 @@ static double rel_rms(const float *a, const float *b, int64_t n, double *max_abs
     return sqrt(se / (sr > 0 ? sr : 1));
 }
 
-static eli_audio_encoder *open_encoder(const char *path, eli_mmproj **p) {
+/* The tower of a projector, prepared with n_threads; 0 when it could not be opened (reported). */
+static int open_tower(const char *path, int n_threads, test_tower *t) {
     eli_error err = {0};
-    *p = eli_mmproj_open(path, &err);
-    eli_audio_encoder *e = *p ? eli_audio_encoder_create(*p, &err) : NULL;
-    CHECK(e != NULL, "%s: %s", path, err.msg);
-    return e;
+    const int rc = test_tower_open(path, ELI_MM_AUDIO, n_threads, t, &err);
+    CHECK(rc == 0, "%s: %s", path, err.msg);
+    return rc == 0;
 }
 
 static int load_mono16k(const char *wav, float **pcm, int64_t *n) {
@@ -304,11 +304,10 @@ static const char *const golden_cases[] = {"aud1_chirp_1p5s_16k_mono", "aud2_ton
 static const int64_t golden_tokens[] = {38, 80, 25, 33}, golden_frames[] = {149, 319, 99, 129};
 
 static void test_golden(void) {
-    eli_mmproj *p;
-    eli_audio_encoder *e = open_encoder(eli_shared_path(GOLDEN_PROJ), &p);
-    if (!e) return eli_mmproj_free(p);
-    CHECK(eli_audio_encoder_n_embd(e) == 256 && eli_audio_encoder_n_mel(e) == 128, "n_embd %d n_mel %d",
-          eli_audio_encoder_n_embd(e), eli_audio_encoder_n_mel(e));
+    test_tower tt;
+    if (!open_tower(eli_shared_path(GOLDEN_PROJ), 1, &tt)) return;
+    CHECK(eli_audio_n_embd(tt.a) == 256 && eli_audio_n_mel(tt.a) == 128, "n_embd %d n_mel %d", eli_audio_n_embd(tt.a),
+          eli_audio_n_mel(tt.a));
     eli_mel_frontend fe;
     eli_error err = {0};
     CHECK(eli_mel_init(&fe, 128, &err) == 0, "%s", err.msg);
@@ -345,7 +344,7 @@ static void test_golden(void) {
         /* the encoder from llama.cpp's PCM */
         float *emb;
         int64_t n_tok, n_frames;
-        CHECK(eli_audio_embed(e, NULL, pcm_ref, n_ref, &emb, &n_tok, &n_frames, &err) == 0, "%s", err.msg);
+        CHECK(eli_audio_embed(tt.t, pcm_ref, n_ref, &emb, &n_tok, &n_frames, &err) == 0, "%s", err.msg);
         CHECK(n_tok == golden_tokens[c] && n_tok * 256 == n_emb_ref && n_frames == golden_frames[c], "%s: %lld tokens, %lld frames",
               golden_cases[c], (long long)n_tok, (long long)n_frames);
         if (n_tok * 256 == n_emb_ref) {
@@ -357,7 +356,7 @@ static void test_golden(void) {
         if (c == 3) {
             /* from our resampler's PCM: the same token count; the values differ by the resampler (ours keeps
              * 0-7.2 kHz flat and stops aliasing, miniaudio's linear one droops and lets 8-12 kHz fold back) */
-            CHECK(eli_audio_embed(e, NULL, pcm, n, &emb, &n_tok, &n_frames, &err) == 0, "%s", err.msg);
+            CHECK(eli_audio_embed(tt.t, pcm, n, &emb, &n_tok, &n_frames, &err) == 0, "%s", err.msg);
             CHECK(n_tok == golden_tokens[c] && n_frames == golden_frames[c], "resampled: %lld tokens", (long long)n_tok);
             if (n_tok * 256 == n_emb_ref) {
                 double mx, r = rel_rms(emb, emb_ref, n_emb_ref, &mx);
@@ -369,8 +368,7 @@ static void test_golden(void) {
         free(pcm_ref), free(mel_ref), free(emb_ref), free(pcm);
     }
     eli_mel_free(&fe);
-    eli_audio_encoder_free(e);
-    eli_mmproj_free(p);
+    test_tower_close(&tt);
 }
 
 /* ---- random-weight projectors against llama.cpp ---- */
@@ -381,20 +379,19 @@ static void test_variants(void) {
     } cases[] = {
 #include "data/mm/variants.inc"
     };
-    eli_pool *pool = eli_pool_create(3);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        eli_mmproj *p;
-        eli_audio_encoder *e = open_encoder(cases[i].proj, &p);
+        test_tower tt;
+        const int e = open_tower(cases[i].proj, 1, &tt);
         float *pcm = NULL, *emb = NULL, *emb3 = NULL;
         int64_t n = 0, n_ref = 0, n_tok = 0, n_tok3 = 0;
         float *ref = read_f32(cases[i].ref, &n_ref);
         CHECK(ref != NULL, "%s", cases[i].ref);
         eli_error err = {0};
         if (e && ref && !load_mono16k(eli_shared_path(cases[i].wav), &pcm, &n)) {
-            CHECK(eli_audio_embed(e, NULL, pcm, n, &emb, &n_tok, NULL, &err) == 0, "%s", err.msg);
-            const int64_t ne = n_tok * eli_audio_encoder_n_embd(e);
+            CHECK(eli_audio_embed(tt.t, pcm, n, &emb, &n_tok, NULL, &err) == 0, "%s", err.msg);
+            const int64_t ne = n_tok * eli_audio_n_embd(tt.a);
             CHECK(ne == n_ref, "%s: %lld tokens x %d, reference %lld values", cases[i].proj, (long long)n_tok,
-                  eli_audio_encoder_n_embd(e), (long long)n_ref);
+                  eli_audio_n_embd(tt.a), (long long)n_ref);
             if (emb && ne == n_ref) {
                 double mx, r = rel_rms(emb, ref, n_ref, &mx);
                 printf("%s: %lld tokens, embeddings rel RMS %.2e, max |diff| %.2e\n", strrchr(cases[i].proj, '/') + 1,
@@ -402,15 +399,13 @@ static void test_variants(void) {
                 CHECK(r <= 2e-3 && mx <= 2e-2, "%s: rel RMS %g, max %g", cases[i].proj, r, mx);
             }
             /* the thread count changes nothing */
-            CHECK(eli_audio_embed(e, pool, pcm, n, &emb3, &n_tok3, NULL, &err) == 0 && n_tok3 == n_tok &&
-                      !memcmp(emb, emb3, (size_t)(n_tok * eli_audio_encoder_n_embd(e)) * sizeof *emb),
+            CHECK(test_tower_prepare(&tt, 3, &err) == 0 && eli_audio_embed(tt.t, pcm, n, &emb3, &n_tok3, NULL, &err) == 0 &&
+                      n_tok3 == n_tok && !memcmp(emb, emb3, (size_t)(n_tok * eli_audio_n_embd(tt.a)) * sizeof *emb),
                   "%s: 3 threads differ", cases[i].proj);
         }
         free(pcm), free(emb), free(emb3), free(ref);
-        eli_audio_encoder_free(e);
-        eli_mmproj_free(p);
+        test_tower_close(&tt);
     }
-    eli_pool_free(pool);
 }
 
 /* Audio longer than 30 s: chunks encoded one by one (llama.cpp's n_tokens; its embeddings around the chunk
@@ -419,8 +414,8 @@ static void test_variants(void) {
 #define LONG_ROW0 744
 
 static void test_long(void) {
-    eli_mmproj *p;
-    eli_audio_encoder *e = open_encoder(DATA "a-long.gguf", &p);
+    test_tower tt;
+    const int e = open_tower(DATA "a-long.gguf", 1, &tt);
     int64_t n_ref;
     float *ref = read_f32(DATA "a-long.saw31s.rows744.embd.f32", &n_ref);
     CHECK(ref != NULL, "reference");
@@ -431,8 +426,8 @@ static void test_long(void) {
     int64_t n_tok = 0, n_frames = 0;
     eli_error err = {0};
     if (e && ref) {
-        CHECK(eli_audio_embed(e, NULL, pcm, LONG_FRAMES, &emb, &n_tok, &n_frames, &err) == 0, "%s", err.msg);
-        const int64_t E = eli_audio_encoder_n_embd(e);
+        CHECK(eli_audio_embed(tt.t, pcm, LONG_FRAMES, &emb, &n_tok, &n_frames, &err) == 0, "%s", err.msg);
+        const int64_t E = eli_audio_n_embd(tt.a);
         CHECK(n_tok == 775 && n_frames == 2999 + 99, "%lld tokens, %lld frames", (long long)n_tok, (long long)n_frames);
         if (n_tok == 775 && n_ref == (775 - LONG_ROW0) * E) {
             double mx, r = rel_rms(emb + LONG_ROW0 * E, ref, n_ref, &mx);
@@ -442,19 +437,18 @@ static void test_long(void) {
         /* a final chunk of one sample has no frame and adds nothing */
         float *emb1;
         int64_t n1;
-        CHECK(eli_audio_embed(e, NULL, pcm, ELI_MEL_CHUNK_SAMPLES + 1, &emb1, &n1, NULL, &err) == 0 && n1 == 750, "%lld", (long long)n1);
+        CHECK(eli_audio_embed(tt.t, pcm, ELI_MEL_CHUNK_SAMPLES + 1, &emb1, &n1, NULL, &err) == 0 && n1 == 750, "%lld", (long long)n1);
         if (n1 == 750) CHECK(!memcmp(emb1, emb, 750 * (size_t)E * sizeof *emb), "first chunk differs");
         free(emb1);
-        CHECK(eli_audio_embed(e, NULL, pcm, 1, &emb1, &n1, NULL, &err) < 0 && strstr(err.msg, "too short"), "%s", err.msg);
+        CHECK(eli_audio_embed(tt.t, pcm, 1, &emb1, &n1, NULL, &err) < 0 && strstr(err.msg, "too short"), "%s", err.msg);
         free(emb1);
         pcm[1234] = NAN;
-        CHECK(eli_audio_embed(e, NULL, pcm, 2000, &emb1, &n1, NULL, &err) < 0 && strstr(err.msg, "sample 1234 is not a finite"), "%s",
+        CHECK(eli_audio_embed(tt.t, pcm, 2000, &emb1, &n1, NULL, &err) < 0 && strstr(err.msg, "sample 1234 is not a finite"), "%s",
               err.msg);
         free(emb1);
     }
     free(emb), free(pcm), free(ref);
-    eli_audio_encoder_free(e);
-    eli_mmproj_free(p);
+    test_tower_close(&tt);
 }
 
 /* Frame counts at the edges of C's truncating division (llama.cpp's formula). */
@@ -546,9 +540,9 @@ static void test_hostile_projectors(void) {
         gguf_file *f = gguf_open_memory(buf, n, &err);
         eli_mmproj *p = f ? eli_mmproj_from_gguf(f, &err) : NULL;
         if (f && !p) gguf_close(f);
-        eli_audio_encoder *e = p ? eli_audio_encoder_create(p, &err) : NULL;
+        eli_audio *e = p ? eli_audio_load(p, &err) : NULL;
         CHECK(!e && strstr(err.msg, cases[i].want), "case %zu: '%s', expected '%s'", i, err.msg, cases[i].want);
-        eli_audio_encoder_free(e);
+        eli_audio_free(e);
         eli_mmproj_free(p);
         free(buf);
     }

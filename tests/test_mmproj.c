@@ -10,6 +10,7 @@
 #include "gguf_writer.h"
 #include "mmproj.h"
 #include "quants.h"
+#include "ops.h"
 #include "test.h"
 
 #define GOLDEN "golden/mm/mmproj-gemma4-a.gguf"
@@ -76,7 +77,7 @@ static void test_golden(void) {
     float x[T * 96], x0[T * 96], y[T * 96];
     for (int i = 0; i < T * 96; i++) x0[i] = x[i] = 4.0f * frand();
     eli_buf scratch = {0};
-    CHECK(eli_mm_linear_apply(NULL, &o, x, T, y, &scratch, &err) == ELI_OK, "%s", err.msg);
+    CHECK(eli_mm_linear_apply(NULL, eli_kernels_best(), &o, x, T, y, &scratch, &err) == ELI_OK, "%s", err.msg);
     int clamped = 0, inplace = 1;
     for (int i = 0; i < T * 96; i++) {
         const float want = x0[i] < o.in_min ? o.in_min : x0[i] > o.in_max ? o.in_max : x0[i];
@@ -176,7 +177,7 @@ static void test_formats(void) {
         for (int i = 0; i < T * S_IN; i++) x[i] = 2.0f * frand();
         eli_pool *pool = eli_pool_create(2);
         eli_buf scratch = {0};
-        CHECK(eli_mm_linear_apply(pool, &l, x, T, y, &scratch, &err) == ELI_OK, "%s", err.msg);
+        CHECK(eli_mm_linear_apply(pool, eli_kernels_best(), &l, x, T, y, &scratch, &err) == ELI_OK, "%s", err.msg);
         double e2 = 0, r2 = 0;
         int out_clamped = 0, in_ok = 1;
         for (int tk = 0; tk < T; tk++)

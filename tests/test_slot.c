@@ -322,6 +322,13 @@ static void test_sampled(void) {
                   strstr(err, "version 2") && strstr(err, "MTP state"),
               "version 2 refused: %s", err ? err : "");
         eliza_inference_free_string(err), err = NULL;
+        const uint32_t v4 = 4;
+        memcpy(bytes + 8, &v4, sizeof v4);
+        spit(old, bytes, n);
+        CHECK(eliza_inference_llm_stream_restore_slot(b, old, &err) == ELIZA_ERR_INVALID_ARG && err &&
+                  strstr(err, "version 4") && strstr(err, "embedding rows"),
+              "version 4 refused: %s", err ? err : "");
+        eliza_inference_free_string(err), err = NULL;
         unlink(old);
     }
     free(bytes);

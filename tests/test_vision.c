@@ -16,6 +16,7 @@
 #include "image.h"
 #include "mmproj.h"
 #include "test.h"
+#include "test_exec.h"
 #include "vision.h"
 
 #define DATA ELI_SOURCE_DIR "/tests/data/mm/"
@@ -278,16 +279,16 @@ typedef struct {
     double rel, max; /* bounds */
 } embd_case;
 
-static void check_embd(const embd_case *c, eli_pool *pool) {
+static void check_embd(const embd_case *c, int threads) {
     eli_error err = {0};
-    eli_mmproj *p = eli_mmproj_open(projector_path(c->proj), &err);
-    eli_vision *v = p ? eli_vision_load(p, &err) : NULL;
+    test_tower tt;
+    const int opened = !test_tower_open(projector_path(c->proj), ELI_MM_VISION, threads, &tt, &err);
     char path[512];
     snprintf(path, sizeof path, "golden/mm/inputs/%s.png", c->image);
     eli_image img;
     eli_vision_embd e = {0};
-    int rc = v ? eli_image_load(eli_shared_path(path), &img, &err) : -1;
-    if (!rc) rc = eli_vision_encode(v, pool, &img, &e, &err);
+    int rc = opened ? eli_image_load(eli_shared_path(path), &img, &err) : -1;
+    if (!rc) rc = eli_vision_encode(tt.t, &img, &e, &err);
     CHECK(rc == ELI_OK, "%s %s: %s", c->proj, c->image, err.msg);
     if (!rc) {
         CHECK(e.n_tokens == c->n_tokens && e.width == c->w && e.height == c->h && e.n_embd == 256 &&
@@ -314,8 +315,7 @@ static void check_embd(const embd_case *c, eli_pool *pool) {
         eli_image_free(&img);
     }
     eli_vision_embd_free(&e);
-    eli_vision_free(v);
-    eli_mmproj_free(p);
+    test_tower_close(&tt);
 }
 
 static void test_embeddings(void) {
@@ -332,33 +332,29 @@ static void test_embeddings(void) {
         {"mmproj-e-silu.gguf", "img1_gradient_200x150", "e-silu__img1_gradient_200x150.embd.f32", 0, 48, 384, 288, 1e-4, 1e-3},
         {"mmproj-f-nogate.gguf", "img1_gradient_200x150", "f-nogate__img1_gradient_200x150.embd.f32", 0, 48, 384, 288, 1e-3, 5e-3},
     };
-    eli_pool *pool = eli_pool_create(2);
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_embd(&cases[i], i % 2 ? pool : NULL);
-    eli_pool_free(pool);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_embd(&cases[i], i % 2 ? 2 : 1);
 }
 
 /* The thread count changes nothing: every matmul row and softmax row is computed the same way by any thread. */
 static void test_threads(void) {
     eli_error err = {0};
-    eli_mmproj *p = eli_mmproj_open(DATA "mmproj-b-f16.gguf", &err);
-    eli_vision *v = p ? eli_vision_load(p, &err) : NULL;
-    eli_image img;
-    CHECK(v && eli_image_load(eli_shared_path("golden/mm/inputs/img1_gradient_200x150.png"), &img, &err) == ELI_OK, "%s",
+    test_tower tt;
+    const int opened = !test_tower_open(DATA "mmproj-b-f16.gguf", ELI_MM_VISION, 1, &tt, &err);
+    eli_image img = {0};
+    CHECK(opened && eli_image_load(eli_shared_path("golden/mm/inputs/img1_gradient_200x150.png"), &img, &err) == ELI_OK, "%s",
           err.msg);
-    if (v && img.rgb) {
-        eli_pool *pool = eli_pool_create(3);
-        eli_vision_embd a, b;
-        CHECK(eli_vision_encode(v, NULL, &img, &a, &err) == ELI_OK && eli_vision_encode(v, pool, &img, &b, &err) == ELI_OK,
+    if (opened && img.rgb) {
+        eli_vision_embd a = {0}, b = {0};
+        CHECK(eli_vision_encode(tt.t, &img, &a, &err) == ELI_OK && test_tower_prepare(&tt, 3, &err) == ELI_OK &&
+                  eli_vision_encode(tt.t, &img, &b, &err) == ELI_OK,
               "%s", err.msg);
         CHECK(a.embd && b.embd && !memcmp(a.embd, b.embd, (size_t)a.n_tokens * a.n_embd * sizeof(float)),
               "1 and 3 threads give the same bits");
         eli_vision_embd_free(&a);
         eli_vision_embd_free(&b);
-        eli_pool_free(pool);
         eli_image_free(&img);
     }
-    eli_vision_free(v);
-    eli_mmproj_free(p);
+    test_tower_close(&tt);
 }
 
 /* ---- hostile projectors (vision binder) ---- */
@@ -432,18 +428,17 @@ static void test_hostile_projectors(void) {
     }
     gguf_close(src);
     /* an image wider than the position table: a clear error (llama.cpp aborts) */
-    eli_mmproj *p = eli_mmproj_open(DATA "mmproj-d-gqa.gguf", &err);
-    eli_vision *v = p ? eli_vision_load(p, &err) : NULL;
+    test_tower tt;
     eli_image img;
     eli_vision_embd e;
-    if (v && !eli_image_load(eli_shared_path("golden/mm/inputs/img3_noise_1000x333.png"), &img, &err)) {
-        CHECK(eli_vision_encode(v, NULL, &img, &e, &err) < 0 && strstr(err.msg, "the position table has 64"), "%s", err.msg);
+    if (!test_tower_open(DATA "mmproj-d-gqa.gguf", ELI_MM_VISION, 1, &tt, &err) &&
+        !eli_image_load(eli_shared_path("golden/mm/inputs/img3_noise_1000x333.png"), &img, &err)) {
+        CHECK(eli_vision_encode(tt.t, &img, &e, &err) < 0 && strstr(err.msg, "the position table has 64"), "%s", err.msg);
         eli_image_free(&img);
     } else {
         CHECK(0, "%s", err.msg);
     }
-    eli_vision_free(v);
-    eli_mmproj_free(p);
+    test_tower_close(&tt);
 }
 
 /* ---- the CLI ---- */
@@ -474,12 +469,11 @@ static void test_cli(void) {
     size_t n;
     float *got = (float *)read_all(out_path, &n);
     eli_error err = {0};
-    eli_mmproj *p = eli_mmproj_open(proj, &err);
-    eli_vision *v = p ? eli_vision_load(p, &err) : NULL;
+    test_tower tt;
     eli_image im;
     eli_vision_embd e = {0};
-    if (v && !eli_image_load(img, &im, &err)) {
-        CHECK(eli_vision_encode(v, NULL, &im, &e, &err) == ELI_OK, "%s", err.msg);
+    if (!test_tower_open(proj, ELI_MM_VISION, 1, &tt, &err) && !eli_image_load(img, &im, &err)) {
+        CHECK(eli_vision_encode(tt.t, &im, &e, &err) == ELI_OK, "%s", err.msg);
         eli_image_free(&im);
     }
     CHECK(got && e.embd && n == (size_t)e.n_tokens * e.n_embd * sizeof(float) && !memcmp(got, e.embd, n),
@@ -487,8 +481,7 @@ static void test_cli(void) {
           (size_t)e.n_tokens * e.n_embd * sizeof(float));
     free(got);
     eli_vision_embd_free(&e);
-    eli_vision_free(v);
-    eli_mmproj_free(p);
+    test_tower_close(&tt);
     snprintf(args, sizeof args, "bench-image --mmproj '%s' --image '%s' --reps 2", proj, img);
     CHECK(run_cli(args, out, sizeof out) == 0 && strstr(out, "48 tokens") && strstr(out, "encode ms median"), "bench-image: '%s'",
           out);

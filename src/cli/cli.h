@@ -7,10 +7,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "audio_encoder.h"
+#include "audio.h"
 #include "config.h"
 #include "engine.h"
 #include "exec.h"
+#include "vision.h"
 
 int cli_info(int argc, char **argv);
 int cli_logits(int argc, char **argv);
@@ -107,16 +108,28 @@ char *cli_default_model(void);
  * name). Returns 1 when opt is one of them and its value v was taken, 0 when opt is none of them, -1 after
  * printing an error (missing or unknown value). */
 int cli_parse_kv_option(const char *opt, const char *v, uint32_t *type_k, uint32_t *type_v);
-/* Audio input for embed-audio / bench-audio (cli_embed_audio.c): the projector, its audio tower, the WAV
- * decoded to 16 kHz mono, and a thread pool. */
+
+/* A multimodal tower for the CLI (cli_tower.c): the projector, its bound vision or audio tower, made
+ * ready on the default executor with the environment's options (ELI_KERNELS, ELIZA_LLM_REPACK). */
+typedef struct cli_tower {
+    eli_mmproj *proj;
+    eli_vision *vision;
+    eli_audio *audio;
+    eli_xtower *xt;
+    int threads; /* as resolved (0 asked: one per CPU) */
+} cli_tower;
+/* Opens the kind of tower of a projector file; prints why and returns 1 on failure. */
+int cli_tower_open(const char *mmproj, eli_mm_tower kind, int threads, cli_tower *t);
+void cli_tower_close(cli_tower *t);
+
+/* Audio input for embed-audio / bench-audio (cli_embed_audio.c): the tower and the WAV decoded to 16 kHz
+ * mono. */
 typedef struct cli_audio {
-    struct eli_mmproj *proj;
-    struct eli_audio_encoder *enc;
+    cli_tower tower;
     float *pcm;
     int64_t n; /* samples at 16 kHz */
-    struct eli_pool *pool;
 } cli_audio;
-/* Opens everything (threads <= 0: one per CPU); prints why and returns 1 on failure. */
+/* Opens both (threads <= 0: one per CPU); prints why and returns 1 on failure. */
 int cli_audio_open(const char *mmproj, const char *wav, int threads, cli_audio *a);
 void cli_audio_close(cli_audio *a);
 /* Consumes --mmproj FILE, --audio WAV, -t N at argv[*i]: 1 consumed, 0 not one of them, -1 bad value. */

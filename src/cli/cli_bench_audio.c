@@ -21,9 +21,9 @@ static int run_once(cli_audio *a, float *mel, float *emb, double *t_mel, double 
     *n_tok = 0;
     for (int64_t off = 0; off < a->n; off += ELI_MEL_CHUNK_SAMPLES) {
         const double t0 = cli_now();
-        const int64_t T = eli_audio_mel(a->enc, a->pcm + off, a->n - off, mel);
+        const int64_t T = eli_audio_mel(a->tower.audio, a->pcm + off, a->n - off, mel);
         const double t1 = cli_now();
-        if (T > 0 && eli_audio_encode_mel(a->enc, a->pool, mel, T, emb, err)) return 1;
+        if (T > 0 && eli_xtower_encode_audio(a->tower.xt, mel, T, emb, err)) return 1;
         *t_mel += t1 - t0;
         *t_enc += cli_now() - t1;
         *n_tok += eli_audio_chunk_tokens(T);
@@ -49,8 +49,8 @@ int cli_bench_audio(int argc, char **argv) {
     cli_audio a;
     if (cli_audio_open(mmproj, wav, threads, &a)) return 1;
     const int64_t max_frames = eli_mel_frames(ELI_MEL_CHUNK_SAMPLES);
-    float *mel = malloc((size_t)max_frames * (size_t)eli_audio_encoder_n_mel(a.enc) * sizeof *mel);
-    float *emb = malloc((size_t)eli_audio_chunk_tokens(max_frames) * (size_t)eli_audio_encoder_n_embd(a.enc) * sizeof *emb);
+    float *mel = malloc((size_t)max_frames * (size_t)eli_audio_n_mel(a.tower.audio) * sizeof *mel);
+    float *emb = malloc((size_t)eli_audio_chunk_tokens(max_frames) * (size_t)eli_audio_n_embd(a.tower.audio) * sizeof *emb);
     if (!mel || !emb) {
         free(mel), free(emb);
         cli_audio_close(&a);
@@ -75,7 +75,7 @@ int cli_bench_audio(int argc, char **argv) {
     }
     if (!rc) {
         const double mean_mel = sum_mel / (double)reps, mean_enc = sum_enc / (double)reps;
-        printf("audio %.3f s, %lld tokens, %d threads\n", audio_s, (long long)n_tok, eli_pool_size(a.pool));
+        printf("audio %.3f s, %lld tokens, %d threads\n", audio_s, (long long)n_tok, a.tower.threads);
         printf("log-mel ms: mean %.2f, min %.2f\nencode ms: mean %.2f, min %.2f\n", mean_mel * 1e3, best_mel * 1e3, mean_enc * 1e3,
                best_enc * 1e3);
         printf("real-time factor (log-mel + encoder): %.4f mean, %.4f min\n", (mean_mel + mean_enc) / audio_s,

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "fileio.h"
@@ -19,8 +18,8 @@ int cli_audio_open(const char *mmproj, const char *wav, int threads, cli_audio *
     memset(a, 0, sizeof *a);
     eli_error err = {0};
     eli_pcm pcm;
-    if (!(a->proj = eli_mmproj_open(mmproj, &err)) || !(a->enc = eli_audio_encoder_create(a->proj, &err)) ||
-        eli_wav_load(wav, &pcm, &err)) {
+    if (cli_tower_open(mmproj, ELI_MM_AUDIO, threads, &a->tower)) return 1;
+    if (eli_wav_load(wav, &pcm, &err)) {
         cli_audio_close(a);
         return cli_die("%s", err.msg);
     }
@@ -30,22 +29,12 @@ int cli_audio_open(const char *mmproj, const char *wav, int threads, cli_audio *
         cli_audio_close(a);
         return cli_die("%s: %s", wav, err.msg);
     }
-    if (threads <= 0) {
-        const long c = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = c > 0 ? (int)c : 1;
-    }
-    if (!(a->pool = eli_pool_create(threads))) {
-        cli_audio_close(a);
-        return cli_die("cannot start %d threads", threads);
-    }
     return 0;
 }
 
 void cli_audio_close(cli_audio *a) {
-    eli_pool_free(a->pool);
     free(a->pcm);
-    eli_audio_encoder_free(a->enc);
-    eli_mmproj_free(a->proj);
+    cli_tower_close(&a->tower);
     memset(a, 0, sizeof *a);
 }
 
@@ -85,12 +74,12 @@ int cli_embed_audio(int argc, char **argv) {
     float *emb = NULL;
     int64_t n_tok = 0, n_frames = 0;
     int rc = 1;
-    if (eli_audio_embed(a.enc, a.pool, a.pcm, a.n, &emb, &n_tok, &n_frames, &err)) cli_die("%s: %s", wav, err.msg);
-    else if (eli_write_file_atomic(outp, emb, (size_t)n_tok * (size_t)eli_audio_encoder_n_embd(a.enc) * sizeof *emb, &err))
+    if (eli_audio_embed(a.tower.xt, a.pcm, a.n, &emb, &n_tok, &n_frames, &err)) cli_die("%s: %s", wav, err.msg);
+    else if (eli_write_file_atomic(outp, emb, (size_t)n_tok * (size_t)eli_audio_n_embd(a.tower.audio) * sizeof *emb, &err))
         cli_die("%s", err.msg);
     else {
         printf("n_tokens %lld\nn_mel_frames %lld\nn_embd %d\n", (long long)n_tok, (long long)n_frames,
-               eli_audio_encoder_n_embd(a.enc));
+               eli_audio_n_embd(a.tower.audio));
         rc = 0;
     }
     free(emb);

@@ -48,30 +48,22 @@ static int parse(const char *cmd, int argc, char **argv, image_args *a) {
 }
 
 typedef struct {
-    eli_mmproj *proj;
-    eli_vision *vis;
-    eli_pool *pool;
+    cli_tower tower;
     eli_image img;
 } image_session;
 
 static void session_free(image_session *s) {
     eli_image_free(&s->img);
-    eli_pool_free(s->pool);
-    eli_vision_free(s->vis);
-    eli_mmproj_free(s->proj);
+    cli_tower_close(&s->tower);
 }
 
 static int session_open(const image_args *a, image_session *s) {
     memset(s, 0, sizeof *s);
     eli_error err = {0};
-    if (!(s->proj = eli_mmproj_open(a->mmproj, &err)) || !(s->vis = eli_vision_load(s->proj, &err)) ||
-        eli_image_load(a->image, &s->img, &err)) {
+    if (cli_tower_open(a->mmproj, ELI_MM_VISION, a->threads, &s->tower)) return 1;
+    if (eli_image_load(a->image, &s->img, &err)) {
         session_free(s);
         return cli_die("%s", err.msg);
-    }
-    if (!(s->pool = eli_pool_create(a->threads))) {
-        session_free(s);
-        return cli_die("cannot start %d threads", a->threads);
     }
     return 0;
 }
@@ -89,7 +81,7 @@ int cli_embed_image(int argc, char **argv) {
     if (session_open(&a, &s)) return 1;
     eli_error err = {0};
     eli_vision_embd e;
-    if (eli_vision_encode(s.vis, s.pool, &s.img, &e, &err) ||
+    if (eli_vision_encode(s.tower.xt, &s.img, &e, &err) ||
         eli_write_file_atomic(a.out, e.embd, (size_t)e.n_tokens * e.n_embd * sizeof(float), &err)) {
         rc = cli_die("%s", err.msg);
     } else {
@@ -114,7 +106,7 @@ int cli_bench_image(int argc, char **argv) {
     for (int r = -1; !rc && r < a.reps; r++) { /* r = -1: the warm-up (page faults, thread start) */
         eli_vision_embd e;
         const double t0 = cli_now();
-        if (eli_vision_encode(s.vis, s.pool, &s.img, &e, &err)) rc = cli_die("%s", err.msg);
+        if (eli_vision_encode(s.tower.xt, &s.img, &e, &err)) rc = cli_die("%s", err.msg);
         if (r >= 0) ms[r] = (cli_now() - t0) * 1e3;
         w = e.width, h = e.height, n = e.n_tokens;
         eli_vision_embd_free(&e);

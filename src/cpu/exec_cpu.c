@@ -13,6 +13,7 @@
 #include "kv_cache.h"
 #include "os.h"
 #include "pack.h"
+#include "tower.h"
 
 typedef struct {
     eli_xmodel base;
@@ -56,19 +57,25 @@ static eli_xmodel *prepare_with(const eli_exec *exec, eli_model *m, const eli_ke
     return &cm->base;
 }
 
-static eli_xmodel *prepare_cpu(eli_model *m, const eli_exec_options *o, eli_error *err) {
+/* The "cpu" table's kernels: the options' named table, or the best this CPU runs. */
+static const eli_kernels *cpu_kernels(const eli_exec_options *o, eli_error *err) {
     const char *name = o && o->kernels && *o->kernels ? o->kernels : NULL;
     const eli_kernels *k = name ? eli_kernels_named(name) : eli_kernels_best();
-    if (!k) {
+    if (!k)
         eli_fail(err, ELI_ERR_INVALID_ARG,
                  "kernel table '%s' is unknown or this CPU cannot run it (reference, avx2, avx512, neon, neon-dotprod)", name);
-        return NULL;
-    }
-    return prepare_with(&eli_exec_cpu, m, k, o ? o->repack : 1, err);
+    return k;
+}
+
+static int repack_of(const eli_exec_options *o) { return o ? o->repack : 1; }
+
+static eli_xmodel *prepare_cpu(eli_model *m, const eli_exec_options *o, eli_error *err) {
+    const eli_kernels *k = cpu_kernels(o, err);
+    return k ? prepare_with(&eli_exec_cpu, m, k, repack_of(o), err) : NULL;
 }
 
 static eli_xmodel *prepare_reference(eli_model *m, const eli_exec_options *o, eli_error *err) {
-    return prepare_with(&eli_exec_reference, m, eli_kernels_reference(), o ? o->repack : 1, err);
+    return prepare_with(&eli_exec_reference, m, eli_kernels_reference(), repack_of(o), err);
 }
 
 static void release(eli_xmodel *xm) {
@@ -199,12 +206,38 @@ static int draft_step(eli_xdraft *d, eli_xseq *target, int32_t t, int32_t pos, c
     return eli_drafter_step(((cpu_draft *)d)->d, CTX(target), t, pos, h_in, logits, h_out, err);
 }
 
-const eli_exec eli_exec_cpu = {"cpu",      "cpu",      10,         always,     describe_cpu, prepare_cpu, release,  plan,
-                               seq_create_cpu, seq_free, seq_params, n_past,     decode,      reset,    truncate_to,
-                               checkpoint, resume,     save_state, load_state, draft_create, draft_free, draft_step};
+static eli_xtower *vision_prepare_cpu(eli_vision *v, const eli_exec_options *o, int n_threads, eli_error *err) {
+    const eli_kernels *k = cpu_kernels(o, err);
+    return k ? eli_cpu_tower_prepare(&eli_exec_cpu, k, v, NULL, repack_of(o), n_threads, err) : NULL;
+}
+
+static eli_xtower *audio_prepare_cpu(eli_audio *a, const eli_exec_options *o, int n_threads, eli_error *err) {
+    const eli_kernels *k = cpu_kernels(o, err);
+    return k ? eli_cpu_tower_prepare(&eli_exec_cpu, k, NULL, a, repack_of(o), n_threads, err) : NULL;
+}
+
+static eli_xtower *vision_prepare_reference(eli_vision *v, const eli_exec_options *o, int n_threads, eli_error *err) {
+    return eli_cpu_tower_prepare(&eli_exec_reference, eli_kernels_reference(), v, NULL, repack_of(o), n_threads, err);
+}
+
+static eli_xtower *audio_prepare_reference(eli_audio *a, const eli_exec_options *o, int n_threads, eli_error *err) {
+    return eli_cpu_tower_prepare(&eli_exec_reference, eli_kernels_reference(), NULL, a, repack_of(o), n_threads, err);
+}
+
+/* What both tables share: everything but the kernel choice. */
+#define CPU_SHARED                                                                                                   \
+    .available = always, .release = release, .plan = plan, .seq_free = seq_free, .seq_params = seq_params,            \
+    .n_past = n_past, .decode = decode, .reset = reset, .truncate = truncate_to, .checkpoint = checkpoint,            \
+    .resume = resume, .save_state = save_state, .load_state = load_state, .draft_create = draft_create,               \
+    .draft_free = draft_free, .draft_step = draft_step, .tower_release = eli_cpu_tower_release,                      \
+    .vision_encode = eli_cpu_tower_encode_image, .audio_encode = eli_cpu_tower_encode_audio
+
+const eli_exec eli_exec_cpu = {.name = "cpu", .family = "cpu", .rank = 10, .describe = describe_cpu, .prepare = prepare_cpu,
+                               .seq_create = seq_create_cpu, .vision_prepare = vision_prepare_cpu,
+                               .audio_prepare = audio_prepare_cpu, CPU_SHARED};
 
 /* rank 0: only ever chosen by name */
-const eli_exec eli_exec_reference = {"reference", "cpu",      0,          always,     describe_reference, prepare_reference, release,
-                                     plan,        seq_create_reference, seq_free, seq_params, n_past, decode, reset,
-                                     truncate_to, checkpoint, resume,     save_state, load_state, draft_create,
-                                     draft_free,  draft_step};
+const eli_exec eli_exec_reference = {.name = "reference", .family = "cpu", .rank = 0, .describe = describe_reference,
+                                     .prepare = prepare_reference, .seq_create = seq_create_reference,
+                                     .vision_prepare = vision_prepare_reference, .audio_prepare = audio_prepare_reference,
+                                     CPU_SHARED};

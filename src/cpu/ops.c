@@ -412,3 +412,26 @@ int eli_matmul_rows(eli_pool *pool, const eli_kernels *k, const eli_weight *w, c
     eli_pool_run(pool, rows_task, &j);
     return ELI_OK;
 }
+
+/* ---- the towers' clippable linears (mmproj.h) ---- */
+
+/* ggml's clamp, MAX(MIN(v, hi), lo): NaN becomes hi, and lo wins when lo > hi. */
+static void clamp_inplace(float *x, int64_t n, float lo, float hi) {
+    for (int64_t i = 0; i < n; i++) {
+        const float v = x[i] < hi ? x[i] : hi;
+        x[i] = v > lo ? v : lo;
+    }
+}
+
+int eli_mm_linear_apply(eli_pool *pool, const eli_kernels *k, const eli_mm_linear *l, float *x, int64_t T, float *y,
+                        eli_buf *scratch, eli_error *err) {
+    const eli_weight *w = &l->w;
+    /* the defaults (+-FLT_MAX) change nothing finite; they are still applied for an infinite input, as in ggml */
+    clamp_inplace(x, T * w->cols, l->in_min, l->in_max);
+    if (eli_matmul_k(pool, k, w, 0, x, T, y, scratch)) return eli_fail(err, ELI_ERR_OOM, "out of memory multiplying '%s'", w->name);
+    clamp_inplace(y, T * w->rows, l->out_min, l->out_max);
+    if (l->bias)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t r = 0; r < w->rows; r++) y[t * w->rows + r] += l->bias[r];
+    return ELI_OK;
+}

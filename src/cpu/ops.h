@@ -10,6 +10,7 @@
 
 #include "kernels.h"
 #include "kv_cache.h"
+#include "mmproj.h"
 #include "model.h"
 #include "threadpool.h"
 
@@ -69,5 +70,10 @@ int eli_matmul_rows(eli_pool *pool, const eli_kernels *k, const eli_weight *w, c
 
 /* Dequantizes row r of matrix mat of w into out (w->cols floats). */
 void eli_weight_row(const eli_weight *w, int64_t mat, int64_t r, float *out);
+
+/* A tower's clippable linear (mmproj.h) on T rows: x [T][n_in] is clamped in place, then y [T][n_out] =
+ * clamp_out(W x) + bias, as llama.cpp's Gemma 4 towers compute it. */
+int eli_mm_linear_apply(eli_pool *pool, const eli_kernels *k, const eli_mm_linear *l, float *x, int64_t T, float *y,
+                        eli_buf *scratch, eli_error *err);
 
 #endif

@@ -166,14 +166,14 @@ static int draft_step(eli_xdraft *xd, eli_xseq *target, int32_t t, int32_t pos, 
     return ELI_OK;
 }
 
-const eli_exec eli_exec_cpu = {"fake",    "fake",     1,          always,     describe, prepare,    release,
-                               plan,      seq_create, seq_free,   seq_params, n_past,   decode,     reset,
-                               truncate_to, checkpoint, resume,  save_state, load_state, draft_create, draft_free,
-                               draft_step};
-const eli_exec eli_exec_reference = {"fake-reference", "fake", 0, always, describe, prepare, release,
-                                     plan,            seq_create, seq_free, seq_params, n_past, decode, reset,
-                                     truncate_to,     checkpoint, resume, save_state, load_state, draft_create, draft_free,
-                                     draft_step};
+#define FAKE_TABLE                                                                                                   \
+    .available = always, .describe = describe, .prepare = prepare, .release = release, .plan = plan,                  \
+    .seq_create = seq_create, .seq_free = seq_free, .seq_params = seq_params, .n_past = n_past, .decode = decode,     \
+    .reset = reset, .truncate = truncate_to, .checkpoint = checkpoint, .resume = resume, .save_state = save_state,    \
+    .load_state = load_state, .draft_create = draft_create, .draft_free = draft_free, .draft_step = draft_step
+/* no towers: their calls answer NOT_IMPLEMENTED */
+const eli_exec eli_exec_cpu = {.name = "fake", .family = "fake", .rank = 1, FAKE_TABLE};
+const eli_exec eli_exec_reference = {.name = "fake-reference", .family = "fake", .rank = 0, FAKE_TABLE};
 
 /* ---- the tests ---- */
 
