@@ -67,8 +67,9 @@ typedef struct eli_sampler_stage {
     /* a token joins the sequence: generated is 1 for the model's own tokens, 0 for context (prompt) ones */
     int (*accept)(void *self, int32_t token, int generated, eli_error *err);
     void (*reset)(void *self);
-    /* snapshots, for slot files and rollbacks: state_size bytes written by save, read back by load (which
-     * validates them: a damaged snapshot is an error and changes nothing) */
+    /* snapshots, for slot files and rollbacks: state_size bytes (for the current state) written by save,
+     * read back by load (which validates them, their size included: a damaged snapshot is an error and
+     * changes nothing) */
     size_t (*state_size)(const void *self);
     void (*save)(const void *self, void *buf);
     int (*load)(void *self, const void *buf, size_t n, eli_error *err);
@@ -105,8 +106,9 @@ void eli_sampler_reset(eli_sampler *s);
 void eli_sampler_reseed(eli_sampler *s, uint64_t seed);
 
 /* The whole state (the random stream and every stage's), for slot files and rollbacks: restoring a saved
- * state continues exactly. load checks the stage names and sizes against this sampler's chain and leaves
- * it unchanged on any mismatch. */
+ * state continues exactly. load checks the stage names against this sampler's chain, each stage checks
+ * its own bytes (their size may vary with the stage's state), and the sampler is left unchanged on any
+ * mismatch. */
 size_t eli_sampler_state_size(const eli_sampler *s);
 void eli_sampler_save(const eli_sampler *s, void *buf);
 int eli_sampler_load(eli_sampler *s, const void *buf, size_t n, eli_error *err);

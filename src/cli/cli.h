@@ -24,6 +24,8 @@ int cli_bench_tokenizer(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_bench_chat(int argc, char **argv);
 int cli_synth(int argc, char **argv);
+int cli_grammar(int argc, char **argv);
+int cli_bench_grammar(int argc, char **argv);
 int cli_embed_image(int argc, char **argv);
 int cli_bench_image(int argc, char **argv);
 int cli_embed_audio(int argc, char **argv);
@@ -95,6 +97,9 @@ int cli_turn_prefill(eli_gen *g, const int32_t *ids, size_t n_ids, const atomic_
  * (0 if none). Returns 1 when the stream ended, negative on error (ELI_ERR_CANCELLED: cancel was set). */
 int cli_turn_answer(eli_gen *g, FILE *echo, const atomic_int *cancel, char **answer, size_t *n_answer, double *t_first,
                     eli_error *err);
+
+/* The tokenizer of any GGUF (a vocab-only file is enough); prints why and returns 1 on failure. */
+int cli_load_vocab(const char *path, struct eli_tokenizer **out);
 
 /* Path of the embedded default model (malloc'ed), or NULL when it is not installed. */
 char *cli_default_model(void);
