@@ -31,6 +31,9 @@ typedef struct eli_backend_env {
     eli_xmodel *drafter;    /* the bundle's MTP drafter bound to the text model and prepared alike, when the open
                              * asks for MTP */
     const eli_config *config; /* the knobs (config.h) as read when the stream opens */
+    /* the tokenizer's index for grammar constraints (grammar_vocab.h), built when a stream asks for a
+     * grammar (cfg->gbnf_grammar), else NULL */
+    const struct eli_grammar_vocab *grammar_vocab;
     /* the context's speculative-decoding observer (eliza_inference_set_verifier_callback): a backend that
      * drafts calls it after every verification, on the thread driving the stream */
     void (*on_verify)(void *user, const EliVerifierEvent *ev);

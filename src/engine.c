@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "grammar_stage.h"
 #include "kv_types.h"
 #include "quants.h"
 #include "slot.h"
@@ -47,6 +48,9 @@ eli_gen_params eli_gen_default_params(void) {
     p.draft_min = p.draft_max = 0;
     p.on_verify = NULL;
     p.on_verify_user = NULL;
+    p.grammar = NULL;
+    p.grammar_len = 0;
+    p.grammar_vocab = NULL;
     return p;
 }
 
@@ -112,6 +116,16 @@ eli_gen *eli_gen_create(const eli_exec *exec, eli_xmodel *xm, const eli_tokenize
     g->p = p ? *p : eli_gen_default_params();
     if (!(g->seq = eli_seq_create(exec, xm, &g->p.seq, err))) goto fail;
     if (eli_sampler_create(&g->p.sampling, m->hp.n_vocab, &g->smp, err)) goto fail;
+    if (g->p.grammar) {
+        eli_sampler_stage st;
+        if (!g->p.grammar_vocab) {
+            eli_fail(err, ELI_ERR_INVALID_ARG, "a grammar needs the tokenizer's grammar index");
+            goto fail;
+        }
+        if (eli_grammar_stage_create(g->p.grammar, g->p.grammar_len, tok, g->p.grammar_vocab, &st, NULL, err) ||
+            eli_sampler_add_stage(g->smp, &st, err))
+            goto fail;
+    }
     if (!(g->dec = eli_decoder_new(tok, 0, err))) goto fail;
     g->cap_tokens = 256;
     g->tokens = malloc((size_t)g->cap_tokens * sizeof *g->tokens);
@@ -268,6 +282,7 @@ int eli_gen_prefill(eli_gen *g, const int32_t *ids, size_t n, const atomic_int *
             return eli_fail(err, ELI_ERR_INVALID_ARG, "token id %d at index %zu is outside the vocabulary [0, %d)", ids[i], i, V);
     g->done = 0;
     g->n_generated = 0;
+    eli_sampler_new_generation(g->smp);
     if (n == 0) return ELI_OK;
     for (size_t i = 0; i < n; i++)
         if (push_token(g, ids[i])) return eli_fail(err, ELI_ERR_OOM, "out of memory");
@@ -296,6 +311,7 @@ int eli_gen_prefill_embd(eli_gen *g, const float *embd, int64_t n, int bidir, co
             return eli_fail(err, ELI_ERR_INVALID_ARG, "embedding row %lld value %lld is not finite", (long long)(i / E), (long long)(i % E));
     g->done = 0;
     g->n_generated = 0;
+    eli_sampler_new_generation(g->smp);
     if (n == 0) return ELI_OK;
     if (g->n_media == g->cap_media) {
         const int cap = g->cap_media ? 2 * g->cap_media : 4;
@@ -597,6 +613,11 @@ static eli_backend_session *open_session(const eli_backend_env *env, const eliza
     }
     p.on_verify = env->on_verify;
     p.on_verify_user = env->on_verify_user;
+    if (cfg->gbnf_grammar && *cfg->gbnf_grammar) {
+        p.grammar = cfg->gbnf_grammar;
+        p.grammar_len = strlen(cfg->gbnf_grammar);
+        p.grammar_vocab = env->grammar_vocab;
+    }
     if (!(s->gen = eli_gen_create(exec, env->xm, env->tok, &p, err))) goto fail;
     return s;
 fail:

@@ -34,6 +34,12 @@ typedef struct eli_gen_params {
      * drives the session; NULL: none */
     void (*on_verify)(void *user, const EliVerifierEvent *ev);
     void *on_verify_user;
+    /* a GBNF grammar that generation must follow (NULL: none; a sampler stage, grammar_stage.h: it starts
+     * where generation starts, every prefill and reset restarts it, MTP drafts only what it allows), and the
+     * index of the session's tokenizer it needs (grammar_vocab.h) */
+    const char *grammar;
+    size_t grammar_len;
+    const struct eli_grammar_vocab *grammar_vocab;
 } eli_gen_params;
 
 eli_gen_params eli_gen_default_params(void);

@@ -21,6 +21,7 @@
 #include "engine.h"
 #include "exec.h"
 #include "ffi_internal.h"
+#include "grammar_vocab.h"
 #include "handles.h"
 #include "kv_types.h"
 #include "model.h"
@@ -35,6 +36,7 @@ struct EliInferenceContext {
     eli_model *model;
     eli_xmodel *xm; /* model, prepared on the default executor */
     eli_tokenizer *tok;
+    eli_grammar_vocab *gvocab; /* tok's index for grammars, built by the first stream with one */
     eli_model *drafter; /* the bundle's mtp/ drafter, bound to model */
     eli_xmodel *xdrafter;
     int n_streams;
@@ -133,6 +135,8 @@ static void drop_drafter(EliInferenceContext *c) {
 static void drop_text(EliInferenceContext *c) {
     drop_drafter(c);
     eli_xmodel_release(c->xm);
+    eli_grammar_vocab_free(c->gvocab);
+    c->gvocab = NULL;
     eli_tokenizer_free(c->tok);
     eli_model_free(c->model);
     c->xm = NULL;
@@ -399,8 +403,6 @@ static int check_config(const eliza_llm_stream_config_t *cfg, char **out_error, 
     uint32_t tk, tv;
     eli_error err = {0};
     if (eli_kv_types_from_names(cfg->cache_type_k, cfg->cache_type_v, &tk, &tv, &err)) return eli_ffi_fail_err(out_error, fn, &err);
-    if (cfg->gbnf_grammar && *cfg->gbnf_grammar)
-        return eli_ffi_fail(out_error, fn, ELIZA_ERR_NOT_IMPLEMENTED, "GBNF grammars are not supported in this build");
     return ELIZA_OK;
 }
 
@@ -429,9 +431,13 @@ static EliLlmStream *open_stream(EliInferenceContext *c, const eliza_llm_stream_
     pthread_mutex_lock(&c->mu);
     const int bundle_mtp = cfg->draft_min > 0 && cfg->draft_max > 0 && !(cfg->mtp_drafter_path && *cfg->mtp_drafter_path);
     int rc = bundle_mtp ? load_mtp_locked(c, &err) : load_text_locked(c, &err);
+    /* the grammar index of the tokenizer: built once (a fraction of a second), shared by every stream */
+    if (!rc && cfg->gbnf_grammar && *cfg->gbnf_grammar && !c->gvocab) rc = eli_grammar_vocab_new(c->tok, &c->gvocab, &err);
     if (!rc) {
-        eli_backend_env env = {c->bundle.dir, c->bundle.text_path, c->bundle.mtp_path, c->xm, c->tok,
-                               bundle_mtp ? c->xdrafter : NULL, &knobs, verify_event, c};
+        const eli_backend_env env = {.bundle_dir = c->bundle.dir, .text_path = c->bundle.text_path,
+                                     .mtp_path = c->bundle.mtp_path, .xm = c->xm, .tok = c->tok,
+                                     .drafter = bundle_mtp ? c->xdrafter : NULL, .config = &knobs,
+                                     .grammar_vocab = c->gvocab, .on_verify = verify_event, .on_verify_user = c};
         s->session = be->open(&env, cfg, &err);
         if (!s->session) rc = err.code ? err.code : ELI_ERR_INVALID_ARG;
     }
@@ -613,7 +619,8 @@ static int run_once(EliInferenceContext *c, const eli_config *knobs, const int32
     const eli_backend *be = eli_backend_select(c->bundle.dir, knobs->backend, err);
     if (!be) return err->code;
     if (!be->run_once) return eli_fail(err, ELI_ERR_NOT_IMPLEMENTED, "backend '%s' has no embedding or scoring pass", be->name);
-    const eli_backend_env env = {c->bundle.dir, c->bundle.text_path, c->bundle.mtp_path, c->xm, c->tok, NULL, knobs, NULL, NULL};
+    const eli_backend_env env = {.bundle_dir = c->bundle.dir, .text_path = c->bundle.text_path, .mtp_path = c->bundle.mtp_path,
+                                 .xm = c->xm, .tok = c->tok, .config = knobs};
     return be->run_once(&env, ids, n, hidden, logits, err);
 }
 

@@ -9,6 +9,7 @@
 typedef struct {
     eli_grammar *g;
     eli_grammar_matcher *m;
+    eli_grammar_pos marked; /* where drafting began */
 } stage;
 
 static int stage_apply(void *self, float *logits, int32_t n_vocab, eli_error *err) {
@@ -42,6 +43,16 @@ static int stage_load(void *self, const void *buf, size_t n, eli_error *err) {
     return rc;
 }
 
+static void stage_mark(void *self) {
+    stage *st = self;
+    st->marked = eli_grammar_matcher_pos(st->m);
+}
+
+static void stage_rewind(void *self) {
+    stage *st = self;
+    eli_grammar_matcher_set_pos(st->m, st->marked);
+}
+
 static void stage_free(void *self) {
     stage *st = self;
     if (!st) return;
@@ -60,8 +71,10 @@ int eli_grammar_stage_create(const char *gbnf, size_t len, const eli_tokenizer *
         stage_free(st);
         return rc;
     }
-    *out = (eli_sampler_stage){"grammar", st, 1, stage_apply, stage_allows, stage_accept, stage_reset,
-                               stage_state_size, stage_save, stage_load, stage_free};
+    *out = (eli_sampler_stage){.name = "grammar", .self = st, .mask_only = 1, .apply = stage_apply, .allows = stage_allows,
+                               .accept = stage_accept, .reset = stage_reset, .state_size = stage_state_size,
+                               .save = stage_save, .load = stage_load, .free = stage_free, .mark = stage_mark,
+                               .rewind = stage_rewind};
     if (matcher) *matcher = st->m;
     return ELI_OK;
 }

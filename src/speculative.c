@@ -241,17 +241,26 @@ int eli_spec_round(eli_spec *s, eli_xseq *target, eli_sampler *smp, int32_t id_l
     const size_t E = (size_t)s->tm->hp.n_embd;
     const int32_t P = (int32_t)eli_seq_n_past(target);
     const int greedy = !(s->temperature > 0);
-    int rc;
+    int rc = ELI_OK;
     *n_out = 0;
     *drafted = *accepted = 0;
     if (w < 1 || w > s->draft_max) return eli_fail(err, ELI_ERR_INVALID_ARG, "draft window %d out of range", w);
     const double t0 = now_s();
 
-    /* draft: every step at position P, fed with the previous step's hidden state */
+    /* draft: every step at position P, fed with the previous step's hidden state; the sampler's drafting
+     * stages (a grammar) mask each step as if the drafts before it were accepted, and the window ends where
+     * they leave nothing */
     s->batch[0] = id_last;
     memcpy(s->h, h_last, E * sizeof(float));
+    eli_sampler_draft_begin(smp);
     for (int i = 0; i < w; i++) {
-        if ((rc = eli_draft_step(s->drafter, target, s->batch[i], P, s->h, s->dlogits, s->h2, err))) return rc;
+        if ((rc = eli_draft_step(s->drafter, target, s->batch[i], P, s->h, s->dlogits, s->h2, err))) break;
+        const int32_t left = eli_sampler_draft_mask(smp, s->dlogits, err);
+        if (left <= 0) {
+            rc = left;
+            w = i;
+            break;
+        }
         if (greedy) {
             s->batch[i + 1] = argmax(s->dlogits, V);
         } else {
@@ -260,10 +269,13 @@ int eli_spec_round(eli_spec *s, eli_xseq *target, eli_sampler *smp, int32_t id_l
             eli_softmax(s->dlogits, (size_t)V, q);
             s->batch[i + 1] = draw(s, q, V);
         }
+        if (i + 1 < w && (rc = eli_sampler_draft_accept(smp, s->batch[i + 1], err))) break;
         float *t = s->h;
         s->h = s->h2;
         s->h2 = t;
     }
+    eli_sampler_draft_end(smp);
+    if (rc) return rc;
 
     /* verify [id_last, d_1 .. d_w] in one target pass */
     const double t1 = now_s();
@@ -318,7 +330,7 @@ int eli_spec_round(eli_spec *s, eli_xseq *target, eli_sampler *smp, int32_t id_l
     memcpy(h_last, s->hidden + (size_t)a * E, E * sizeof(float));
     *drafted = w;
     *accepted = a;
-    if (greedy) {
+    if (greedy && w > 0) { /* w is 0 when a grammar left the drafter nothing to draft */
         const double t2 = now_s();
         cost_add(&s->t_draft, (t1 - t0) / w);
         if (s->t_plain.n) {

@@ -135,6 +135,10 @@ void cli_audio_close(cli_audio *a);
 /* Consumes --mmproj FILE, --audio WAV, -t N at argv[*i]: 1 consumed, 0 not one of them, -1 bad value. */
 int cli_audio_option(int argc, char **argv, int *i, const char **mmproj, const char **wav, int *threads);
 
+/* The GBNF text of --grammar FILE, --json-schema FILE (converted) or --json (any JSON value), the first
+ * given; malloc'ed, *len its length; NULL after printing why (or when none is given). */
+char *cli_grammar_text(const char *gbnf_file, const char *schema_file, int json, size_t *len);
+
 /* "f32" / "f16" to a KV cache type; prints an error and returns -1 otherwise. */
 int cli_parse_kv_type(const char *s, uint32_t *out);
 /* Whitespace- or comma-separated token ids into a malloc'ed array; prints an error and returns -1. */

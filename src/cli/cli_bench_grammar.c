@@ -156,17 +156,7 @@ int cli_bench_grammar(int argc, char **argv) {
     char *gtext = NULL, *text = NULL;
     size_t glen = 0, tlen = 0;
     int status = 0;
-    if (gfile) gtext = cli_read_file(gfile, &glen);
-    else if (sfile) {
-        char *schema = cli_read_file(sfile, &glen);
-        if (schema && eli_json_schema_to_gbnf(schema, glen, &gtext, &err)) status = cli_die("%s: %s", sfile, err.msg);
-        free(schema);
-        glen = gtext ? strlen(gtext) : 0;
-    } else {
-        gtext = strdup(eli_json_value_gbnf());
-        glen = gtext ? strlen(gtext) : 0;
-    }
-    if (!gtext && !status) status = 1;
+    if (!(gtext = cli_grammar_text(gfile, sfile, any_json, &glen))) status = 1;
     eli_grammar_vocab *v = NULL;
     eli_grammar *g = NULL;
     eli_grammar_matcher *m = NULL;

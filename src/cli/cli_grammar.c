@@ -145,3 +145,19 @@ int cli_grammar(int argc, char **argv) {
     eli_tokenizer_free(tok);
     return status;
 }
+
+char *cli_grammar_text(const char *gbnf_file, const char *schema_file, int json, size_t *len) {
+    char *text = NULL;
+    eli_error err = {0};
+    if (gbnf_file) {
+        text = cli_read_file(gbnf_file, len);
+    } else if (schema_file) {
+        char *schema = cli_read_file(schema_file, len);
+        if (schema && eli_json_schema_to_gbnf(schema, *len, &text, &err)) cli_die("%s: %s", schema_file, err.msg);
+        free(schema);
+    } else if (json && !(text = strdup(eli_json_value_gbnf()))) {
+        cli_die("out of memory");
+    }
+    if (text && !gbnf_file) *len = strlen(text);
+    return text;
+}

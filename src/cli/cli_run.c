@@ -1,5 +1,6 @@
 /* eliza-infer run [-m FILE] -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p M]
  *                 [--repeat-penalty R] [--seed S] [--chat] [--system TEXT] [-t N] [--ctx N] [--kv TYPE] [--kv-k TYPE] [--kv-v TYPE]
+ *                 [--grammar FILE | --json-schema FILE | --json]
  * Streams the generated text to stdout and prints a stats line to stderr. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include "chat.h"
 #include "cli.h"
 #include "engine.h"
+#include "grammar_vocab.h"
 #include "json.h"
 
 static int usage(FILE *out) {
@@ -25,7 +27,9 @@ static int usage(FILE *out) {
             "  --draft-min N --draft-max N   draft window bounds (default 1..6; the window adapts in between)\n"
             "  -t N               threads    --ctx N  context size (default 4096)\n"
             "  --kv TYPE          KV cache type of K and V (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1; default f16)\n"
-            "  --kv-k TYPE --kv-v TYPE       the K and the V type alone\n");
+            "  --kv-k TYPE --kv-v TYPE       the K and the V type alone\n"
+            "  --grammar FILE     constrain the output to a GBNF grammar (llama.cpp's dialect)\n"
+            "  --json-schema FILE constrain it to JSON valid against a schema   --json  to any JSON value\n");
     return 2;
 }
 
@@ -182,8 +186,8 @@ char *cli_chat_prompt(const char *system, const char *user) {
 }
 
 int cli_run(int argc, char **argv) {
-    const char *path = NULL, *prompt = NULL, *system = NULL, *draft_path = NULL;
-    int chat = 0;
+    const char *path = NULL, *prompt = NULL, *system = NULL, *draft_path = NULL, *gbnf_file = NULL, *schema_file = NULL;
+    int chat = 0, json = 0;
     eli_gen_params p;
     if (cli_gen_params(&p)) return 1;
     p.max_tokens = 128;
@@ -197,9 +201,13 @@ int cli_run(int argc, char **argv) {
         else if (!strcmp(argv[i], "--system") && i + 1 < argc) system = argv[++i];
         else if (!strcmp(argv[i], "--draft") && i + 1 < argc) draft_path = argv[++i];
         else if (!strcmp(argv[i], "--chat")) chat = 1;
+        else if (!strcmp(argv[i], "--grammar") && i + 1 < argc) gbnf_file = argv[++i];
+        else if (!strcmp(argv[i], "--json-schema") && i + 1 < argc) schema_file = argv[++i];
+        else if (!strcmp(argv[i], "--json")) json = 1;
         else if (!strcmp(argv[i], "--help")) return usage(stdout), 0;
         else return cli_bad_option("run", argv[i], i + 1 < argc);
     }
+    if (!!gbnf_file + !!schema_file + json > 1) return cli_die("run: give at most one of --grammar, --json-schema, --json"), 2;
     if (!prompt) return cli_die("run: -p TEXT is required (see 'eliza-infer run --help')"), 2;
     cli_model cm, dm;
     if (cli_load(path, &cm)) return 1;
@@ -213,7 +221,18 @@ int cli_run(int argc, char **argv) {
     int32_t *ids = NULL;
     size_t n_ids = 0;
     eli_gen *g = NULL;
+    char *grammar = NULL;
+    eli_grammar_vocab *gvocab = NULL;
     if (chat && !text) goto done;
+    if (gbnf_file || schema_file || json) {
+        if (!(grammar = cli_grammar_text(gbnf_file, schema_file, json, &p.grammar_len))) goto done;
+        if (eli_grammar_vocab_new(cm.tok, &gvocab, &err)) {
+            cli_die("%s", err.msg);
+            goto done;
+        }
+        p.grammar = grammar;
+        p.grammar_vocab = gvocab;
+    }
     /* a rendered chat prompt already starts with <bos> and uses special-token text */
     if (eli_tokenize(cm.tok, chat ? text : prompt, strlen(chat ? text : prompt), !chat, chat, &ids, &n_ids, &err)) {
         cli_die("%s", err.msg);
@@ -258,6 +277,8 @@ int cli_run(int argc, char **argv) {
     rc = 0;
 done:
     eli_gen_free(g);
+    eli_grammar_vocab_free(gvocab);
+    free(grammar);
     free(ids);
     free(text);
     cli_unload(&dm);
