@@ -25,7 +25,7 @@
 #include "eliza_inference.h"
 #include "ffi_internal.h"
 #include "test.h"
-#include "test_bundle.h"
+#include "test_ffi_media.h"
 
 #define NANO ELI_SOURCE_DIR "/models/eliza-1-nano"
 #define PROJ "golden/mm/mmproj-gemma4-a.gguf"
@@ -51,15 +51,6 @@ static int transcribe(EliInferenceContext *c, const float *pcm, int64_t n, int r
     return rc;
 }
 
-static int says(int rc, int code, char **err, const char *const *words) {
-    int ok = rc == code && *err != NULL;
-    for (; ok && *words; words++) ok = strstr(*err, *words) != NULL;
-    if (!ok) fprintf(stderr, "  got %d: %s\n", rc, *err ? *err : "(no message)");
-    eliza_inference_free_string(*err);
-    *err = NULL;
-    return ok;
-}
-#define SAYS(rc, code, err, ...) says(rc, code, &(err), (const char *const[]){__VA_ARGS__, NULL})
 
 static void test_transcribe(EliInferenceContext *c) {
     int64_t n16, n48;

@@ -23,7 +23,8 @@
 #include "gguf_edit.h"
 #include "image.h"
 #include "test.h"
-#include "test_bundle.h"
+#include "test_ffi_config.h"
+#include "test_ffi_media.h"
 #include "test_exec.h"
 
 #define NANO ELI_SOURCE_DIR "/models/eliza-1-nano"
@@ -49,29 +50,6 @@ static eliza_llm_stream_config_t cfg_greedy(int draft) {
     return c;
 }
 
-/* next() until the stream ends; returns the tokens (and their text, when text is given). */
-static int drain(EliLlmStream *s, int32_t *out, int cap, char *text, size_t text_cap) {
-    int n = 0;
-    size_t used = 0;
-    if (text) text[0] = '\0';
-    for (int guard = 0; guard < 4096; guard++) {
-        int32_t step[8];
-        size_t got = 0;
-        char buf[256], *err = NULL;
-        const int rc = eliza_inference_llm_stream_next(s, step, 8, &got, buf, sizeof buf, NULL, NULL, &err);
-        if (rc < 0) {
-            fprintf(stderr, "next: %s\n", err ? err : "?");
-            eliza_inference_free_string(err);
-            return -1;
-        }
-        for (size_t i = 0; i < got && n < cap; i++) out[n++] = step[i];
-        const size_t bl = strlen(buf);
-        if (text && used + bl < text_cap) memcpy(text + used, buf, bl + 1), used += bl;
-        if (rc == 1) return n;
-    }
-    return -1;
-}
-
 /* next() until k tokens came (or the stream ended); returns how many. */
 static int drain_some(EliLlmStream *s, int32_t *out, int k) {
     int n = 0;
@@ -92,16 +70,6 @@ static int32_t *ids_of(EliInferenceContext *c, const char *text, int bos, int sp
     return ids;
 }
 
-/* rc is code and the message *err holds every one of the NULL-terminated words; frees the message. */
-static int says(int rc, int code, char **err, const char *const *words) {
-    int ok = rc == code && *err != NULL;
-    for (; ok && *words; words++) ok = strstr(*err, *words) != NULL;
-    if (!ok) fprintf(stderr, "  got %d: %s\n", rc, *err ? *err : "(no message)");
-    eliza_inference_free_string(*err);
-    *err = NULL;
-    return ok;
-}
-#define SAYS(rc, code, err, ...) says(rc, code, &(err), (const char *const[]){__VA_ARGS__, NULL})
 
 static void test_regions(EliInferenceContext *c, EliInferenceContext *bare) {
     CHECK(eliza_inference_vision_supported() == eli_vision_available(), "vision probe");
@@ -141,7 +109,7 @@ static void test_describe(EliInferenceContext *c) {
     eliza_inference_free_string(err), err = NULL;
     int32_t toks[600];
     static char text[8192];
-    CHECK(s && drain(s, toks, 600, text, sizeof text) > 0 && !strncmp(text, a, (size_t)na), "the primed stream: '%.95s'", text);
+    CHECK(s && generate(s, toks, 600, text, sizeof text) > 0 && !strncmp(text, a, (size_t)na), "the primed stream: '%.95s'", text);
     eliza_inference_llm_stream_close(s);
     /* a 6-byte buffer: a prefix of at most 5 bytes, never cut inside a character */
     const int n6 = eliza_inference_describe_image(c, img1, n_img1, NULL, NULL, b, 6, &err);
@@ -208,7 +176,7 @@ static void test_prefill_image(EliInferenceContext *c, const test_model *tm, con
     int32_t want[N_GEN], got[N_GEN];
     const int n_want = manual_tokens(c, tm, tw, a, na, b, nb, want);
     EliLlmStream *s = image_stream(c, 0, a, na, b, nb);
-    int n = s ? drain(s, got, N_GEN, NULL, 0) : -1;
+    int n = s ? generate(s, got, N_GEN, NULL, 0) : -1;
     CHECK(n == n_want && n == N_GEN && !memcmp(got, want, sizeof got), "prefill_image == the manual path (%d / %d tokens)", n, n_want);
     /* back to before the image, the same image again */
     char *err = NULL;
@@ -217,7 +185,7 @@ static void test_prefill_image(EliInferenceContext *c, const test_model *tm, con
               !eliza_inference_llm_stream_prefill(s, b, nb, &err),
           "again: %s", err ? err : "");
     eliza_inference_free_string(err), err = NULL;
-    n = s ? drain(s, got, N_GEN, NULL, 0) : -1;
+    n = s ? generate(s, got, N_GEN, NULL, 0) : -1;
     CHECK(n == N_GEN && !memcmp(got, want, sizeof got), "reset_keep before the image, the same image again: the same tokens");
     /* a reset_keep inside the image's rows keeps none of them */
     CHECK(s && eliza_inference_llm_stream_reset_keep(s, (int32_t)na + 20) < (int)na + 20, "reset_keep inside the image");
@@ -237,7 +205,7 @@ static void test_prefill_image(EliInferenceContext *c, const test_model *tm, con
     CHECK(s && !eliza_inference_llm_stream_prefill(s, b, nb, &err) && !eliza_inference_llm_stream_restore_slot(s, path, &err),
           "restore: %s", err ? err : "");
     eliza_inference_free_string(err), err = NULL;
-    n = s ? drain(s, got, N_GEN - 6, NULL, 0) : -1;
+    n = s ? generate(s, got, N_GEN - 6, NULL, 0) : -1;
     CHECK(n == N_GEN - 6 && !memcmp(first, want, sizeof first) && !memcmp(got, want + 6, (size_t)n * sizeof *got),
           "the restored stream continues with the original's tokens");
     eliza_inference_llm_stream_close(s);
@@ -245,7 +213,7 @@ static void test_prefill_image(EliInferenceContext *c, const test_model *tm, con
 
     /* MTP with the image in the prefix: the greedy tokens */
     s = image_stream(c, 1, a, na, b, nb);
-    n = s ? drain(s, got, N_GEN, NULL, 0) : -1;
+    n = s ? generate(s, got, N_GEN, NULL, 0) : -1;
     CHECK(n == N_GEN && !memcmp(got, want, sizeof got), "MTP with an image in the prefix == greedy");
     eliza_inference_llm_stream_close(s);
     eliza_inference_free_tokens(a);

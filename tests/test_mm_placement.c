@@ -19,7 +19,7 @@
 #include "json.h"
 #include "resample.h"
 #include "test.h"
-#include "test_bundle.h"
+#include "test_ffi_media.h"
 #include "test_exec.h"
 #include "wav.h"
 

@@ -1,13 +1,16 @@
-/* Temporary bundle directories for the C ABI tests: text/ and mtp/ linked to a model's folders, vision/
- * holding a link named mmproj-test.gguf to a projector file (any of them may be left out). */
-#ifndef ELI_TEST_BUNDLE_H
-#define ELI_TEST_BUNDLE_H
+/* For the tests of image and audio input through the C ABI: temporary bundle directories (text/ and mtp/
+ * linked to a model's folders, vision/ holding a link named mmproj-test.gguf to a projector file; any of
+ * them may be left out), whole files, and checks of an error's code and message. */
+#ifndef ELI_TEST_FFI_MEDIA_H
+#define ELI_TEST_FFI_MEDIA_H
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "eliza_inference.h"
 
 typedef struct test_bundle {
     char dir[256];
@@ -57,5 +60,16 @@ static inline unsigned char *test_slurp(const char *path, size_t *n) {
     *n = buf ? (size_t)len : 0;
     return buf;
 }
+
+/* rc is code and the message *err holds every one of the NULL-terminated words; frees the message. */
+static inline int says(int rc, int code, char **err, const char *const *words) {
+    int ok = rc == code && *err != NULL;
+    for (; ok && *words; words++) ok = strstr(*err, *words) != NULL;
+    if (!ok) fprintf(stderr, "  got %d: %s\n", rc, *err ? *err : "(no message)");
+    eliza_inference_free_string(*err);
+    *err = NULL;
+    return ok;
+}
+#define SAYS(rc, code, err, ...) says(rc, code, &(err), (const char *const[]){__VA_ARGS__, NULL})
 
 #endif
