@@ -1,7 +1,9 @@
-/* The stream configuration the C-ABI tests start from: greedy, a 256-token context, defaults elsewhere. */
+/* The stream configuration the C-ABI tests start from (greedy, a 256-token context, defaults elsewhere) and
+ * a stream drained to its end. */
 #ifndef ELI_TEST_FFI_CONFIG_H
 #define ELI_TEST_FFI_CONFIG_H
 
+#include <stdio.h>
 #include <string.h>
 
 #include "eliza_inference.h"
