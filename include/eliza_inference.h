@@ -128,7 +128,11 @@ ELIZA_API void eliza_inference_destroy(EliInferenceContext *ctx);
  * "mtp" and "dflash" (both the MTP drafter), "vision", "asr", "tts", "vad", "wakeword". A region this
  * build or bundle lacks (no drafter in the bundle; no vision or audio tower; no TTS, VAD or wake-word
  * engine in this build) answers ELIZA_ERR_NOT_IMPLEMENTED; any other name ELIZA_ERR_INVALID_ARG.
- * Evicting the text model while a stream is open is refused with ELIZA_ERR_INVALID_ARG; tokenize,
+ * "vision" and "asr" load that tower of the bundle's vision/mmproj-*.gguf (and the text model, whose width
+ * its embeddings must have); NOT_IMPLEMENTED also for a build without image decoding ("vision") and a
+ * projector without the tower. Evicting them waits for encodes in flight and is refused (INVALID_ARG)
+ * while an ASR stream is open; a later call loads them again.
+ * Evicting the text model while a stream (also an ASR stream) is open is refused with ELIZA_ERR_INVALID_ARG; tokenize,
  * detokenize, embed and eot_score calls in flight on other threads finish first. Loading copies the
  * weight matrices out of the file mapping into anonymous huge-page memory, rearranged for the CPU's
  * kernels (E2B: 0.3-2.6 s measured, most of it the first touch of the new pages), when they fit in the
