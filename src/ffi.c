@@ -272,10 +272,25 @@ static void close_retired_stream(EliLlmStream *s) {
 
 static int stream_of_context(const void *s, const void *c) { return ((const EliLlmStream *)s)->ctx == c; }
 
+/* How the other kinds of streams (ffi_asr.c) close theirs of a context being destroyed: registered by
+ * them, so this file calls into theirs only through the pointer. */
+static pthread_mutex_t closer_mu = PTHREAD_MUTEX_INITIALIZER;
+static void (*stream_closer)(EliInferenceContext *c);
+
+void eli_ffi_set_stream_closer(void (*close_all)(EliInferenceContext *c)) {
+    pthread_mutex_lock(&closer_mu);
+    stream_closer = close_all;
+    pthread_mutex_unlock(&closer_mu);
+}
+
 void eliza_inference_destroy(EliInferenceContext *c) {
     /* no new call gets c from here on; the calls in flight finish first */
     if (!eli_handle_retire(&live_contexts, c, NULL)) return;
-    eli_ffi_asr_close_all(c); /* before the text streams: each holds one */
+    /* other kinds of streams (ASR) first: each holds a text stream */
+    pthread_mutex_lock(&closer_mu);
+    void (*close_others)(EliInferenceContext *) = stream_closer;
+    pthread_mutex_unlock(&closer_mu);
+    if (close_others) close_others(c);
     /* the streams still open on it are closed with it (cancelled first, waited for) */
     for (EliLlmStream *s; (s = eli_handle_find(&live_streams, stream_of_context, c));)
         if (eli_handle_retire(&live_streams, s, raise_cancel)) close_retired_stream(s);

@@ -56,6 +56,8 @@ __attribute__((destructor)) static void free_registry(void) { eli_handle_set_fre
 
 int eliza_inference_asr_stream_supported(void) { return 1; }
 
+static void close_all(EliInferenceContext *c);
+
 static void asr_free(EliAsrStream *s) {
     EliInferenceContext *c = s->ctx;
     eli_tower_cache_hold(eli_ffi_towers(c), ELI_MM_AUDIO, -1);
@@ -86,6 +88,7 @@ static int asr_open(EliInferenceContext *c, int rate, EliAsrStream **out, eli_er
         return eli_fail(err, ELI_ERR_INVALID_ARG, "sample_rate_hz %d: must be in [%d, %d]", rate, ELI_PCM_MIN_RATE, ELI_PCM_MAX_RATE);
     int rc = eli_ffi_tower_load(c, ELI_MM_AUDIO, err);
     if (rc) return rc;
+    eli_ffi_set_stream_closer(close_all);
     const eli_model *m;
     const eli_tokenizer *tok;
     const eli_media_kind kind = ELI_MEDIA_AUDIO;
@@ -368,7 +371,8 @@ void eliza_inference_asr_stream_close(EliAsrStream *s) {
 
 static int stream_of_context(const void *s, const void *c) { return ((const EliAsrStream *)s)->ctx == c; }
 
-void eli_ffi_asr_close_all(EliInferenceContext *c) {
+/* The ASR streams of a context being destroyed (ffi.c calls this through eli_ffi_set_stream_closer). */
+static void close_all(EliInferenceContext *c) {
     for (EliAsrStream *s; (s = eli_handle_find(&live_asr, stream_of_context, c));)
         if (eli_handle_retire(&live_asr, s, raise_cancel)) close_retired(s);
 }

@@ -84,9 +84,11 @@ int eli_ffi_check_pcm(const float *pcm, size_t n, int rate, int64_t max_tokens, 
 int eli_ffi_embed_audio(EliInferenceContext *c, const float *pcm16, int64_t n, int n_embd, float **rows, int64_t *n_rows,
                         int64_t *n_frames, eli_error *err);
 
+/* Registers how another kind of stream closes its streams of a context that is being destroyed (ffi_asr.c,
+ * before it opens its first stream; each holds a text stream of the context). */
+void eli_ffi_set_stream_closer(void (*close_all)(EliInferenceContext *c));
+
 /* ---- speech recognition streams (ffi_asr.c) ---- */
-/* Closes the ASR streams of a context being destroyed (each holds a text stream of it). */
-void eli_ffi_asr_close_all(EliInferenceContext *c);
 /* For tests: the mel frames a stream has run through the audio encoder (-1 for a closed stream). */
 int64_t eli_ffi_asr_encoded_frames(EliAsrStream *s);
 
