@@ -134,6 +134,7 @@ static void run_case(const placement_case *pc, const char **loaded, test_model *
     eli_error err = {0};
     if (!*loaded || strcmp(*loaded, model_path)) {
         test_model_free(tm);
+        free((void *)*loaded);
         CHECK(!test_model_load(model_path, 1, NULL, tm, &err), "%s: %s", model_path, err.msg);
         *loaded = tm->xm ? strdup(model_path) : NULL;
     }
