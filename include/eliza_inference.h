@@ -128,7 +128,11 @@ ELIZA_API void eliza_inference_destroy(EliInferenceContext *ctx);
  * "mtp" and "dflash" (both the MTP drafter), "vision", "asr", "tts", "vad", "wakeword". A region this
  * build or bundle lacks (no drafter in the bundle; no vision or audio tower; no TTS, VAD or wake-word
  * engine in this build) answers ELIZA_ERR_NOT_IMPLEMENTED; any other name ELIZA_ERR_INVALID_ARG.
- * Evicting the text model while a stream is open is refused with ELIZA_ERR_INVALID_ARG; tokenize,
+ * "vision" and "asr" load that tower of the bundle's vision/mmproj-*.gguf (and the text model, whose width
+ * its embeddings must have); NOT_IMPLEMENTED also for a build without image decoding ("vision") and a
+ * projector without the tower. Evicting them waits for encodes in flight and is refused (INVALID_ARG)
+ * while an ASR stream is open; a later call loads them again.
+ * Evicting the text model while a stream (also an ASR stream) is open is refused with ELIZA_ERR_INVALID_ARG; tokenize,
  * detokenize, embed and eot_score calls in flight on other threads finish first. Loading copies the
  * weight matrices out of the file mapping into anonymous huge-page memory, rearranged for the CPU's
  * kernels (E2B: 0.3-2.6 s measured, most of it the first touch of the new pages), when they fit in the
@@ -187,6 +191,27 @@ ELIZA_API int eliza_inference_llm_stream_restore_slot(EliLlmStream *s, const cha
  * cancelled and waited for. */
 ELIZA_API void eliza_inference_llm_stream_close(EliLlmStream *s);
 
+/* Extensions for hosts that build their own prompt: media appended at the stream's position (after a
+ * prefill, before the next next()), as llama.cpp's mtmd places them (../shared/spec/gemma4-mm.md):
+ *   prefill_image: the text "<|image>", the image's soft tokens (attending to each other both ways), the
+ *     text "<image|>". image_bytes is an encoded file (PNG, JPEG, WebP); mmproj_path NULL = the bundle's
+ *     vision/mmproj-*.gguf projector, else that file (the context keeps the last one named).
+ *   prefill_audio: the text "<|audio>", the soft tokens of every 30-second chunk of the clip (causal), the
+ *     text "<audio|>". PCM is mono float at any sample_rate_hz in [1000, 768000] (resampled to 16 kHz);
+ *     the bundle's projector.
+ * The markers are tokenised with special tokens parsed; the media's positions are not token ids (save_slot
+ * and reset_keep keep them: a reset_keep that would cut one keeps none of it). Errors: a bad stream,
+ * image or PCM (empty, undecodable, a sample that is not finite, more audio than the context can hold,
+ * checked before any sample is read) ELIZA_ERR_INVALID_ARG; no projector or no such tower in it, a build
+ * without image decoding, a backend that takes no embeddings ELIZA_ERR_NOT_IMPLEMENTED; a projector whose
+ * embeddings are not the text model's width ELIZA_ERR_INVALID_ARG; cancel ELIZA_ERR_CANCELLED; context
+ * overflow ELIZA_ERR_INVALID_ARG. After an error the begin marker may have been appended: reset_keep to the
+ * position before the media to take it back. */
+ELIZA_API int eliza_inference_llm_stream_prefill_image(EliLlmStream *s, const unsigned char *image_bytes, size_t n_bytes,
+                                                       const char *mmproj_path, char **out_error);
+ELIZA_API int eliza_inference_llm_stream_prefill_audio(EliLlmStream *s, const float *pcm, size_t n_samples,
+                                                       int sample_rate_hz, char **out_error);
+
 /* ---- text utilities ---- */
 
 /* Tokenizes text (text_len bytes; invalid UTF-8 goes through byte fallback). add_special prepends <bos>;
@@ -242,8 +267,9 @@ ELIZA_API int eliza_inference_set_verifier_callback(EliInferenceContext *ctx, el
 /* ---- the whole host surface ----
  * The eliza hosts bind every symbol below in one table, so all of them are exported. What this build
  * does with each family (also in the README):
- *   vision (describe_image*)       ELIZA_ERR_NOT_IMPLEMENTED: Gemma 4 image input is not built in yet
- *   speech recognition (asr_*)     ELIZA_ERR_NOT_IMPLEMENTED: Gemma 4 audio input is not built in yet
+ *   vision (describe_image*)       Gemma 4 image input through the bundle's vision/mmproj-*.gguf (or a named
+ *                                  projector); needs a build with image decoding (vision_supported() says)
+ *   speech recognition (asr_*)     Gemma 4 audio input through the same projector's audio tower
  *   text to speech, Kokoro, reference encoding, VAD, wake word, speaker embedding, diarization:
  *                                  ELIZA_ERR_NOT_IMPLEMENTED: no such engine in this library
  * A family without an engine answers honestly: its *_supported() probe returns 0, its open functions
@@ -251,10 +277,15 @@ ELIZA_API int eliza_inference_set_verifier_callback(EliInferenceContext *ctx, el
  * with that message, and its close / free functions accept anything (NULL included) and do nothing.
  * PCM is mono float. */
 
-/* Vision: an encoded image (PNG, JPEG, WebP), the bundle's vision/mmproj-*.gguf (or mmproj_path), a prompt
- * (NULL: a default one); greedy. describe_image writes the NUL-terminated answer and returns its bytes;
- * the stream variant returns a stream primed with the image and the prompt, drained with
- * eliza_inference_llm_stream_next and closed with eliza_inference_llm_stream_close. */
+/* Vision: an encoded image (PNG, JPEG, WebP; at most 256 MiB), the bundle's vision/mmproj-*.gguf (or
+ * mmproj_path: the context keeps the last projector named), a prompt (NULL: "Describe this image."). The
+ * prompt is one user turn of the chat template holding the image, then the prompt; greedy, at most 512
+ * new tokens. describe_image writes the NUL-terminated answer (generation stops once max_text_bytes - 1
+ * bytes are there; a UTF-8 character is never split) and returns its bytes. The stream variant returns an
+ * ordinary stream primed with the same prompt (greedy, max_tokens 512), drained with
+ * eliza_inference_llm_stream_next (reset_keep, slots and close work as for any stream). Errors as for
+ * eliza_inference_llm_stream_prefill_image above; the *_supported() probes are 1 when this build decodes
+ * images. */
 ELIZA_API int eliza_inference_vision_supported(void);
 ELIZA_API int eliza_inference_vision_stream_supported(void);
 ELIZA_API int eliza_inference_describe_image(EliInferenceContext *ctx, const unsigned char *image_bytes, size_t n_bytes,
@@ -265,10 +296,24 @@ ELIZA_API EliLlmStream *eliza_inference_describe_image_stream_open(EliInferenceC
                                                                    const char *mmproj_path, const char *prompt,
                                                                    char **out_error);
 
-/* Speech recognition: PCM at any positive sample rate. transcribe writes the NUL-terminated transcript and
- * returns its bytes. A stream is fed PCM as it arrives (feed returns the samples consumed); partial returns
- * the transcript of what was fed so far, finish the final one; out_tokens / io_n_tokens (both may be NULL)
- * receive the transcript's text-model token ids (capacity in, count out). */
+/* Speech recognition (the bundle's projector's audio tower and the text model; mmap_acquire "asr" loads the
+ * tower): mono float PCM, finite, at any sample rate in [1000, 768000] Hz (resampled to 16 kHz: resample.h
+ * in the sources states the filter). The prompt is one user turn of the chat template: the audio, then
+ * "Transcribe this audio."; greedy, at most 512 new tokens; the text stops once max_text_bytes - 1 bytes
+ * are there (never inside a UTF-8 character). No audio (or too little for one mel frame) transcribes to "".
+ * transcribe writes the NUL-terminated transcript and returns its bytes.
+ * A stream holds as much audio as its text context takes together with a whole transcript (about 60 s at
+ * a 2048-token context, 5 minutes at 8192). feed takes PCM as it arrives and returns the samples consumed:
+ * all of them, or an error (ELIZA_ERR_INVALID_ARG, nothing consumed) when they do not fit or are not valid;
+ * it only resamples and buffers. partial returns the transcript of all the audio fed so far, finish the
+ * final one (after it, feed is refused; partial and finish give the final transcript again). A finished
+ * 30-second chunk is encoded once and kept in the stream's KV cache: a transcript costs the encoding of
+ * the current chunk and the generation. finish equals asr_transcribe of the same audio. out_tokens /
+ * io_n_tokens (both may be NULL; out_tokens needs io_n_tokens) receive the transcript's text-model token
+ * ids: capacity in, count out; a capacity smaller than the transcript gets its first ids (truncation, not
+ * an error); io_n_tokens without out_tokens receives the count. Close is NULL-safe and safe on a closed
+ * stream; a partial or finish running on another thread is cancelled (ELIZA_ERR_CANCELLED) and waited
+ * for. Destroying the context closes its ASR streams. */
 ELIZA_API int eliza_inference_asr_transcribe(EliInferenceContext *ctx, const float *pcm, size_t n_samples,
                                              int sample_rate_hz, char *out_text, size_t max_text_bytes,
                                              char **out_error);

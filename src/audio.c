@@ -204,6 +204,13 @@ int eli_audio_n_mel(const eli_audio *e) { return e->n_mel; }
 
 int64_t eli_audio_chunk_tokens(int64_t n_frames) { return n_frames < 1 ? 0 : eli_audio_halve(eli_audio_halve(n_frames)); }
 
+int64_t eli_audio_tokens(int64_t n, int64_t *n_frames) {
+    const int64_t full = n / ELI_MEL_CHUNK_SAMPLES, rest = n % ELI_MEL_CHUNK_SAMPLES;
+    const int64_t T = eli_mel_frames(ELI_MEL_CHUNK_SAMPLES), T_rest = eli_mel_frames(rest);
+    if (n_frames) *n_frames = full * T + T_rest;
+    return full * eli_audio_chunk_tokens(T) + eli_audio_chunk_tokens(T_rest);
+}
+
 int64_t eli_audio_mel(const eli_audio *e, const float *pcm, int64_t n, float *out) {
     if (n > ELI_MEL_CHUNK_SAMPLES) n = ELI_MEL_CHUNK_SAMPLES;
     eli_mel_chunk(&e->mel, pcm, n, out);
@@ -220,12 +227,8 @@ int eli_audio_embed(eli_xtower *t, const float *pcm, int64_t n, float **out, int
     /* PCM from a host: a NaN or an infinity would reach every embedding of its chunk */
     for (int64_t i = 0; i < n; i++)
         if (!isfinite(pcm[i])) return eli_fail(err, ELI_ERR_INVALID_ARG, "audio sample %lld is not a finite number", (long long)i);
-    int64_t toks = 0, frames = 0;
-    for (int64_t off = 0; off < n; off += ELI_MEL_CHUNK_SAMPLES) {
-        const int64_t T = eli_mel_frames(n - off < ELI_MEL_CHUNK_SAMPLES ? n - off : ELI_MEL_CHUNK_SAMPLES);
-        frames += T;
-        toks += eli_audio_chunk_tokens(T);
-    }
+    int64_t frames = 0;
+    const int64_t toks = eli_audio_tokens(n, &frames);
     if (toks == 0) return eli_fail(err, ELI_ERR_INVALID_ARG, "%lld samples of audio are too short for one mel frame", (long long)n);
     float *emb = malloc((size_t)toks * (size_t)e->n_embd * sizeof *emb);
     float *mel = malloc((size_t)eli_mel_frames(ELI_MEL_CHUNK_SAMPLES) * (size_t)e->n_mel * sizeof *mel);

@@ -91,6 +91,10 @@ static inline int64_t eli_audio_halve(int64_t n) { return (n - 1) / 2 + 1; }
 /* Soft tokens of one chunk of T mel frames: two stride-2 halvings, ceil(ceil(T / 2) / 2). */
 int64_t eli_audio_chunk_tokens(int64_t n_frames);
 
+/* The soft tokens (and in *n_frames, may be NULL, the mel frames) of n samples of 16 kHz audio: its
+ * 30-second chunks' together, as eli_audio_embed makes them. */
+int64_t eli_audio_tokens(int64_t n, int64_t *n_frames);
+
 /* The log-mel of one chunk (the first min(n, 30 s) samples of 16 kHz mono PCM) into
  * out[frames][n_mel] (room for eli_mel_frames(ELI_MEL_CHUNK_SAMPLES) frames does for any chunk); returns
  * the number of frames (audio_mel.h: 0 for a single sample). */

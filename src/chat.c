@@ -800,10 +800,10 @@ static void render_content(sbuf *b, const eli_json *content, int is_model, int *
                 if (is_model) put_stripped(b, text->str, text->str_len);
                 else put_trimmed(b, text->str, text->str_len);
             } else if (streq(type, "image")) {
-                sb_puts(b, "<|image|>");
+                sb_puts(b, ELI_CHAT_IMAGE_PART);
                 *prev = PREV_MEDIA;
             } else if (streq(type, "audio")) {
-                sb_puts(b, "<|audio|>");
+                sb_puts(b, ELI_CHAT_AUDIO_PART);
                 *prev = PREV_MEDIA;
             } else if (streq(type, "video")) {
                 sb_puts(b, "<|video|>");

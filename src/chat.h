@@ -20,6 +20,11 @@
 #include "error.h"
 #include "json.h"
 
+/* What a media content part renders as: where the media goes (the caller puts the media's markers and
+ * embeddings there, media_prompt.h). */
+#define ELI_CHAT_IMAGE_PART "<|image|>"
+#define ELI_CHAT_AUDIO_PART "<|audio|>"
+
 typedef struct {
     int add_generation_prompt; /* append the opening of the model's turn (default 1) */
     int enable_thinking;       /* <|think|> in the system turn; no empty thought channel (default 0) */

@@ -27,6 +27,7 @@
 #include "model.h"
 #include "sampler.h"
 #include "tokenizer.h"
+#include "tower_cache.h"
 
 struct EliInferenceContext {
     eli_bundle bundle;
@@ -43,6 +44,7 @@ struct EliInferenceContext {
     pthread_mutex_t verify_mu; /* recursive: held while the verifier callback runs, which may clear itself */
     eliza_verifier_cb verify_cb;
     void *verify_user;
+    eli_tower_cache *towers; /* the image and audio towers (ffi_mm.c) */
 };
 
 struct EliLlmStream {
@@ -145,6 +147,7 @@ static void drop_text(EliInferenceContext *c) {
 }
 
 static void free_context(EliInferenceContext *c) {
+    eli_tower_cache_free(c->towers);
     drop_text(c);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->streams_gone);
@@ -162,6 +165,12 @@ EliInferenceContext *eliza_inference_create(const char *bundle_dir, char **out_e
     }
     eli_error err = {0};
     if (eli_bundle_open(bundle_dir, &c->bundle, &err)) {
+        free(c);
+        eli_ffi_fail_err(out_error, fn, &err);
+        return NULL;
+    }
+    if (!(c->towers = eli_tower_cache_new(c->bundle.mmproj_path, c->bundle.dir, &err))) {
+        eli_bundle_free(&c->bundle);
         free(c);
         eli_ffi_fail_err(out_error, fn, &err);
         return NULL;
@@ -267,9 +276,25 @@ static void close_retired_stream(EliLlmStream *s) {
 
 static int stream_of_context(const void *s, const void *c) { return ((const EliLlmStream *)s)->ctx == c; }
 
+/* How the other kinds of streams (ffi_asr.c) close theirs of a context being destroyed: registered by
+ * them, so this file calls into theirs only through the pointer. */
+static pthread_mutex_t closer_mu = PTHREAD_MUTEX_INITIALIZER;
+static void (*stream_closer)(EliInferenceContext *c);
+
+void eli_ffi_set_stream_closer(void (*close_all)(EliInferenceContext *c)) {
+    pthread_mutex_lock(&closer_mu);
+    stream_closer = close_all;
+    pthread_mutex_unlock(&closer_mu);
+}
+
 void eliza_inference_destroy(EliInferenceContext *c) {
     /* no new call gets c from here on; the calls in flight finish first */
     if (!eli_handle_retire(&live_contexts, c, NULL)) return;
+    /* other kinds of streams (ASR) first: each holds a text stream */
+    pthread_mutex_lock(&closer_mu);
+    void (*close_others)(EliInferenceContext *) = stream_closer;
+    pthread_mutex_unlock(&closer_mu);
+    if (close_others) close_others(c);
     /* the streams still open on it are closed with it (cancelled first, waited for) */
     for (EliLlmStream *s; (s = eli_handle_find(&live_streams, stream_of_context, c));)
         if (eli_handle_retire(&live_streams, s, raise_cancel)) close_retired_stream(s);
@@ -311,10 +336,12 @@ static int region_present(const EliInferenceContext *c, enum region r, const cha
                                   : eli_ffi_fail(out_error, fn, ELIZA_ERR_NOT_IMPLEMENTED,
                                          "region '%s': bundle '%s' has no mtp/*.gguf drafter", name, c->bundle.dir);
     case R_VISION:
-    case R_ASR:
-        return eli_ffi_fail(out_error, fn, ELIZA_ERR_NOT_IMPLEMENTED, "region '%s': this build has no %s", name,
-                    r == R_VISION ? "image input (Gemma 4 vision is not built in)"
-                                  : "speech recognition (Gemma 4 audio input is not built in)");
+    case R_ASR: {
+        eli_error err = {0};
+        return eli_tower_cache_present(c->towers, r == R_VISION ? ELI_MM_VISION : ELI_MM_AUDIO, &err)
+                   ? eli_ffi_fail(out_error, fn, err.code, "region '%s': %s", name, err.msg)
+                   : ELIZA_OK;
+    }
     default:
         return eli_ffi_fail(out_error, fn, ELIZA_ERR_NOT_IMPLEMENTED, "region '%s': this build has no %s engine", name,
                     r == R_TTS ? "text-to-speech" : r == R_VAD ? "voice activity" : "wake-word");
@@ -329,9 +356,13 @@ int eliza_inference_mmap_acquire(EliInferenceContext *c, const char *region, cha
     if (!rc) rc = region_present(c, r, region, out_error, fn);
     if (!rc) {
         eli_error err = {0};
-        pthread_mutex_lock(&c->mu);
-        rc = r == R_MTP ? load_mtp_locked(c, &err) : load_text_locked(c, &err);
-        pthread_mutex_unlock(&c->mu);
+        if (r == R_VISION || r == R_ASR) {
+            rc = eli_ffi_tower_load(c, r == R_VISION ? ELI_MM_VISION : ELI_MM_AUDIO, &err);
+        } else {
+            pthread_mutex_lock(&c->mu);
+            rc = r == R_MTP ? load_mtp_locked(c, &err) : load_text_locked(c, &err);
+            pthread_mutex_unlock(&c->mu);
+        }
         if (rc) rc = eli_ffi_fail_err(out_error, fn, &err);
     }
     eli_handle_release(&live_contexts, c);
@@ -344,7 +375,11 @@ int eliza_inference_mmap_evict(EliInferenceContext *c, const char *region, char 
     enum region r = R_TEXT;
     int rc = parse_region(region, &r, out_error, fn);
     if (!rc) rc = region_present(c, r, region, out_error, fn);
-    if (!rc) {
+    eli_error err = {0};
+    if (!rc && (r == R_VISION || r == R_ASR)) {
+        if (eli_tower_cache_evict(c->towers, r == R_VISION ? ELI_MM_VISION : ELI_MM_AUDIO, &err))
+            rc = eli_ffi_fail(out_error, fn, err.code, "region '%s': %s", region, err.msg);
+    } else if (!rc) {
         pthread_mutex_lock(&c->mu);
         if (c->n_streams > 0) {
             rc = eli_ffi_fail(out_error, fn, ELIZA_ERR_INVALID_ARG, "region '%s' is in use by %d open stream(s); close them first",
@@ -387,42 +422,36 @@ static void verify_event(void *user, const EliVerifierEvent *ev) {
 /* ---- streams ---- */
 
 /* Validates the parts of the config every backend relies on. */
-static int check_config(const eliza_llm_stream_config_t *cfg, char **out_error, const char *fn) {
+static int check_config(const eliza_llm_stream_config_t *cfg, eli_error *err) {
     if (!isfinite(cfg->temperature) || !isfinite(cfg->top_p) || !isfinite(cfg->repeat_penalty))
-        return eli_ffi_fail(out_error, fn, ELIZA_ERR_INVALID_ARG, "temperature, top_p and repeat_penalty must be finite");
+        return eli_fail(err, ELIZA_ERR_INVALID_ARG, "temperature, top_p and repeat_penalty must be finite");
     if (cfg->repeat_penalty < 0)
-        return eli_ffi_fail(out_error, fn, ELIZA_ERR_INVALID_ARG, "repeat_penalty %g is negative", (double)cfg->repeat_penalty);
+        return eli_fail(err, ELIZA_ERR_INVALID_ARG, "repeat_penalty %g is negative", (double)cfg->repeat_penalty);
     if (cfg->context_size < 0)
-        return eli_ffi_fail(out_error, fn, ELIZA_ERR_INVALID_ARG,
+        return eli_fail(err, ELIZA_ERR_INVALID_ARG,
                     "context_size %d is negative (a host built against the older 80-byte struct passes whatever lies "
                     "at offset 80: pass the 88-byte eliza_llm_stream_config_t)",
                     cfg->context_size);
     if (cfg->draft_min < 0 || cfg->draft_max < 0 || (cfg->draft_max > 0 && cfg->draft_min > cfg->draft_max))
-        return eli_ffi_fail(out_error, fn, ELIZA_ERR_INVALID_ARG, "draft_min %d / draft_max %d are not a valid window",
+        return eli_fail(err, ELIZA_ERR_INVALID_ARG, "draft_min %d / draft_max %d are not a valid window",
                     cfg->draft_min, cfg->draft_max);
     uint32_t tk, tv;
-    eli_error err = {0};
-    if (eli_kv_types_from_names(cfg->cache_type_k, cfg->cache_type_v, &tk, &tv, &err)) return eli_ffi_fail_err(out_error, fn, &err);
+    if (eli_kv_types_from_names(cfg->cache_type_k, cfg->cache_type_v, &tk, &tv, err)) return err->code;
     return ELIZA_OK;
 }
 
-static EliLlmStream *open_stream(EliInferenceContext *c, const eliza_llm_stream_config_t *cfg, char **out_error,
-                                 const char *fn) {
+EliLlmStream *eli_ffi_open_stream(EliInferenceContext *c, const eliza_llm_stream_config_t *cfg, eli_error *err) {
     if (!cfg) {
-        eli_ffi_fail(out_error, fn, ELIZA_ERR_INVALID_ARG, "cfg is NULL");
+        eli_fail(err, ELIZA_ERR_INVALID_ARG, "cfg is NULL");
         return NULL;
     }
-    if (check_config(cfg, out_error, fn)) return NULL;
-    eli_error err = {0};
+    if (check_config(cfg, err)) return NULL;
     eli_config knobs;
-    const eli_backend *be = eli_config_read(&knobs, &err) ? NULL : eli_backend_select(c->bundle.dir, knobs.backend, &err);
-    if (!be) {
-        eli_ffi_fail_err(out_error, fn, &err);
-        return NULL;
-    }
+    const eli_backend *be = eli_config_read(&knobs, err) ? NULL : eli_backend_select(c->bundle.dir, knobs.backend, err);
+    if (!be) return NULL;
     EliLlmStream *s = calloc(1, sizeof *s);
     if (!s) {
-        eli_ffi_fail(out_error, fn, ELIZA_ERR_OOM, "out of memory");
+        eli_fail(err, ELIZA_ERR_OOM, "out of memory");
         return NULL;
     }
     s->ctx = c;
@@ -430,27 +459,26 @@ static EliLlmStream *open_stream(EliInferenceContext *c, const eliza_llm_stream_
     atomic_init(&s->cancel, 0);
     pthread_mutex_lock(&c->mu);
     const int bundle_mtp = cfg->draft_min > 0 && cfg->draft_max > 0 && !(cfg->mtp_drafter_path && *cfg->mtp_drafter_path);
-    int rc = bundle_mtp ? load_mtp_locked(c, &err) : load_text_locked(c, &err);
+    int rc = bundle_mtp ? load_mtp_locked(c, err) : load_text_locked(c, err);
     /* the grammar index of the tokenizer: built once (a fraction of a second), shared by every stream */
-    if (!rc && cfg->gbnf_grammar && *cfg->gbnf_grammar && !c->gvocab) rc = eli_grammar_vocab_new(c->tok, &c->gvocab, &err);
+    if (!rc && cfg->gbnf_grammar && *cfg->gbnf_grammar && !c->gvocab) rc = eli_grammar_vocab_new(c->tok, &c->gvocab, err);
     if (!rc) {
         const eli_backend_env env = {.bundle_dir = c->bundle.dir, .text_path = c->bundle.text_path,
                                      .mtp_path = c->bundle.mtp_path, .xm = c->xm, .tok = c->tok,
                                      .drafter = bundle_mtp ? c->xdrafter : NULL, .config = &knobs,
                                      .grammar_vocab = c->gvocab, .on_verify = verify_event, .on_verify_user = c};
-        s->session = be->open(&env, cfg, &err);
-        if (!s->session) rc = err.code ? err.code : ELI_ERR_INVALID_ARG;
+        s->session = be->open(&env, cfg, err);
+        if (!s->session) rc = err->code ? err->code : eli_fail(err, ELI_ERR_INVALID_ARG, "the backend opened no stream");
     }
     if (!rc) c->n_streams++;
     pthread_mutex_unlock(&c->mu);
     if (rc) {
         free(s);
-        eli_ffi_fail_err(out_error, fn, &err);
         return NULL;
     }
     if (!eli_handle_add(&live_streams, s)) {
         close_retired_stream(s);
-        eli_ffi_fail(out_error, fn, ELIZA_ERR_OOM, "out of memory");
+        eli_fail(err, ELIZA_ERR_OOM, "out of memory");
         return NULL;
     }
     return s;
@@ -463,7 +491,9 @@ EliLlmStream *eliza_inference_llm_stream_open(EliInferenceContext *c, const eliz
         eli_ffi_fail(out_error, fn, ELIZA_ERR_INVALID_ARG, BAD_CTX);
         return NULL;
     }
-    EliLlmStream *s = open_stream(c, cfg, out_error, fn);
+    eli_error err = {0};
+    EliLlmStream *s = eli_ffi_open_stream(c, cfg, &err);
+    if (!s) eli_ffi_fail_err(out_error, fn, &err);
     eli_handle_release(&live_contexts, c);
     return s;
 }
@@ -577,8 +607,7 @@ int eliza_inference_tokenize(EliInferenceContext *c, const char *text, size_t te
     return ELIZA_OK;
 }
 
-/* The longest prefix of text[0..len) of at most cap bytes that does not end inside a UTF-8 character. */
-static size_t utf8_prefix(const char *text, size_t len, size_t cap) {
+size_t eli_ffi_utf8_prefix(const char *text, size_t len, size_t cap) {
     if (len <= cap) return len;
     size_t n = cap;
     while (n > 0 && ((unsigned char)text[n] & 0xC0) == 0x80) n--;
@@ -605,7 +634,7 @@ int eliza_inference_detokenize(EliInferenceContext *c, const int32_t *tokens, si
     if (rc) return eli_ffi_fail_err(out_error, fn, &err);
     /* a short buffer gets what fits, cut at a character boundary (the hosts' contract) */
     const size_t cap = max_text_bytes - 1 < (size_t)INT32_MAX ? max_text_bytes - 1 : (size_t)INT32_MAX;
-    const size_t w = utf8_prefix(text, len, cap);
+    const size_t w = eli_ffi_utf8_prefix(text, len, cap);
     memcpy(out_text, text, w);
     out_text[w] = '\0';
     free(text);
@@ -737,3 +766,42 @@ int eliza_inference_llm_eot_score(EliInferenceContext *c, const int32_t *ids, si
     eli_handle_release(&live_contexts, c);
     return rc ? eli_ffi_fail_err(out_error, fn, &err) : ELIZA_OK;
 }
+
+/* ---- what the other ABI files borrow (ffi_internal.h) ---- */
+
+int eli_ffi_context_acquire(EliInferenceContext *c) { return eli_handle_acquire(&live_contexts, c); }
+void eli_ffi_context_release(EliInferenceContext *c) { eli_handle_release(&live_contexts, c); }
+eli_tower_cache *eli_ffi_towers(EliInferenceContext *c) { return c->towers; }
+
+int eli_ffi_text_begin(EliInferenceContext *c, const eli_model **m, const eli_tokenizer **tok, eli_error *err) {
+    int rc = text_begin(c, err);
+    if (rc) return rc;
+    *m = c->model;
+    *tok = c->tok;
+    return ELI_OK;
+}
+
+void eli_ffi_text_end(EliInferenceContext *c) { text_end(c); }
+
+int eli_ffi_tower_load(EliInferenceContext *c, eli_mm_tower kind, eli_error *err) {
+    int rc = text_begin(c, err); /* the towers' width is checked against the text model's */
+    if (rc) return rc;
+    const int n_embd = c->model->hp.n_embd;
+    text_end(c);
+    return eli_tower_cache_load(c->towers, kind, n_embd, err);
+}
+
+void eli_ffi_context_streams(EliInferenceContext *c, int delta) {
+    pthread_mutex_lock(&c->mu);
+    c->n_streams += delta;
+    if (c->n_streams == 0) pthread_cond_broadcast(&c->streams_gone);
+    pthread_mutex_unlock(&c->mu);
+}
+
+int eli_ffi_stream_acquire(EliLlmStream *s, eli_ffi_stream *v) {
+    if (!eli_handle_acquire(&live_streams, s)) return 0;
+    *v = (eli_ffi_stream){s->ctx, s->backend, s->session, &s->cancel};
+    return 1;
+}
+
+void eli_ffi_stream_release(EliLlmStream *s) { eli_handle_release(&live_streams, s); }

@@ -77,51 +77,141 @@ static int kernel_make(kernel *k, int rate_in, int rate_out, eli_error *err) {
     return ELI_OK;
 }
 
-int eli_resample(const float *x, int64_t n, int rate_in, int rate_out, float **y, int64_t *n_out, eli_error *err) {
-    *y = NULL;
-    *n_out = 0;
-    if (rate_in < ELI_PCM_MIN_RATE || rate_in > ELI_PCM_MAX_RATE || rate_out < ELI_PCM_MIN_RATE || rate_out > ELI_PCM_MAX_RATE)
-        return eli_fail(err, ELI_ERR_INVALID_ARG, "sample rates %d -> %d Hz: each must be in [%d, %d]", rate_in, rate_out,
-                        ELI_PCM_MIN_RATE, ELI_PCM_MAX_RATE);
-    if (n < 1) return eli_fail(err, ELI_ERR_INVALID_ARG, "no samples to resample");
-    const int64_t m = eli_resample_length(n, rate_in, rate_out);
-    float *out = malloc((size_t)m * sizeof *out);
-    if (!out) return eli_fail(err, ELI_ERR_OOM, "out of memory for %lld resampled samples", (long long)m);
-    if (rate_in == rate_out) {
-        memcpy(out, x, (size_t)n * sizeof *out);
-        *y = out;
-        *n_out = n;
+/* ---- the streaming resampler ---- */
+
+struct eli_resampler {
+    int rate_in, rate_out;
+    int64_t L, M;   /* output j sits at input time j * M / L */
+    int64_t reach;  /* input samples i with |t - i| < half: i in (t - reach, t + reach] around floor(t) */
+    kernel k;       /* unused when the rates are equal */
+    float *buf;     /* input samples [base, n_in) */
+    int64_t base, n_in, cap;
+};
+
+eli_resampler *eli_resampler_new(int rate_in, int rate_out, eli_error *err) {
+    if (rate_in < ELI_PCM_MIN_RATE || rate_in > ELI_PCM_MAX_RATE || rate_out < ELI_PCM_MIN_RATE || rate_out > ELI_PCM_MAX_RATE) {
+        eli_fail(err, ELI_ERR_INVALID_ARG, "sample rates %d -> %d Hz: each must be in [%d, %d]", rate_in, rate_out,
+                 ELI_PCM_MIN_RATE, ELI_PCM_MAX_RATE);
+        return NULL;
+    }
+    eli_resampler *r = calloc(1, sizeof *r);
+    if (!r) {
+        eli_fail(err, ELI_ERR_OOM, "out of memory");
+        return NULL;
+    }
+    r->rate_in = rate_in;
+    r->rate_out = rate_out;
+    const int64_t g = gcd64(rate_in, rate_out);
+    r->L = rate_out / g;
+    r->M = rate_in / g;
+    if (rate_in != rate_out) {
+        if (kernel_make(&r->k, rate_in, rate_out, err)) {
+            free(r);
+            return NULL;
+        }
+        r->reach = (int64_t)ceil(r->k.half);
+    }
+    return r;
+}
+
+void eli_resampler_free(eli_resampler *r) {
+    if (!r) return;
+    free(r->k.tab);
+    free(r->buf);
+    free(r);
+}
+
+/* The first input sample output j reads. */
+static int64_t first_input(const eli_resampler *r, int64_t j) {
+    const int64_t lo = j * r->M / r->L - r->reach + 1;
+    return lo > 0 ? lo : 0;
+}
+
+int eli_resampler_push(eli_resampler *r, const float *x, int64_t n, eli_error *err) {
+    if (n <= 0) return ELI_OK;
+    if (n > INT64_MAX / 4 - r->n_in) return eli_fail(err, ELI_ERR_INVALID_ARG, "%lld samples are too many", (long long)n);
+    const int64_t have = r->n_in - r->base;
+    if (have + n > r->cap) {
+        int64_t cap = r->cap ? r->cap : 4096;
+        while (cap < have + n) cap *= 2;
+        float *b = realloc(r->buf, (size_t)cap * sizeof *b);
+        if (!b) return eli_fail(err, ELI_ERR_OOM, "out of memory for %lld samples", (long long)cap);
+        r->buf = b;
+        r->cap = cap;
+    }
+    memcpy(r->buf + have, x, (size_t)n * sizeof *x);
+    r->n_in += n;
+    return ELI_OK;
+}
+
+int64_t eli_resampler_n_final(const eli_resampler *r) {
+    if (r->rate_in == r->rate_out) return r->n_in;
+    /* output j reads up to input floor(j M / L) + reach: final once that sample has arrived */
+    const int64_t last = r->n_in - 1 - r->reach;
+    if (last < 0) return 0;
+    const int64_t j = ((last + 1) * r->L + r->M - 1) / r->M; /* the j with floor(j M / L) <= last, i.e. j M < (last + 1) L */
+    const int64_t total = eli_resample_length(r->n_in, r->rate_in, r->rate_out);
+    return j < total ? j : total;
+}
+
+int64_t eli_resampler_n_total(const eli_resampler *r) { return eli_resample_length(r->n_in, r->rate_in, r->rate_out); }
+
+int eli_resampler_read(const eli_resampler *r, int64_t j0, int64_t j1, float *out, eli_error *err) {
+    if (j0 < 0 || j1 < j0 || j1 > eli_resampler_n_total(r) || (j0 < j1 && first_input(r, j0) < r->base))
+        return eli_fail(err, ELI_ERR_FFI_FAULT, "resampler outputs [%lld, %lld) are not available", (long long)j0, (long long)j1);
+    const float *x = r->buf - r->base; /* x[i] for i in [base, n_in) */
+    const int64_t n = r->n_in;
+    if (r->rate_in == r->rate_out) {
+        if (j1 > j0) memcpy(out, x + j0, (size_t)(j1 - j0) * sizeof *out);
         return ELI_OK;
     }
-    kernel k;
-    int rc = kernel_make(&k, rate_in, rate_out, err);
-    if (rc) {
-        free(out);
-        return rc;
-    }
-    /* output j at input time j * M / L = i0 + r / L exactly */
-    const int64_t g = gcd64(rate_in, rate_out), L = rate_out / g, M = rate_in / g;
-    const int64_t reach = (int64_t)ceil(k.half);
-    int64_t i0 = 0, r = 0;
-    for (int64_t j = 0; j < m; j++) {
-        const double frac = (double)r / (double)L;
-        int64_t lo = i0 - reach + 1, hi = i0 + reach; /* |i0 + frac - i| < half */
+    const kernel *k = &r->k;
+    /* output j at input time j * M / L = i0 + q / L exactly */
+    int64_t i0 = j0 * r->M / r->L, q = j0 * r->M % r->L;
+    for (int64_t j = j0; j < j1; j++) {
+        const double frac = (double)q / (double)r->L;
+        int64_t lo = i0 - r->reach + 1, hi = i0 + r->reach; /* |i0 + frac - i| < half */
         if (lo < 0) lo = 0;
         if (hi > n - 1) hi = n - 1;
         double acc = 0.0;
         for (int64_t i = lo; i <= hi; i++) {
             const double a = fabs((double)(i0 - i) + frac) * TABLE_PER;
             const int64_t t = (int64_t)a;
-            if (t >= k.n_tab - 1) continue;
+            if (t >= k->n_tab - 1) continue;
             const double f = a - (double)t;
-            acc += (double)x[i] * ((double)k.tab[t] + f * ((double)k.tab[t + 1] - (double)k.tab[t]));
+            acc += (double)x[i] * ((double)k->tab[t] + f * ((double)k->tab[t + 1] - (double)k->tab[t]));
         }
-        out[j] = (float)acc;
-        r += M;
-        i0 += r / L;
-        r %= L;
+        out[j - j0] = (float)acc;
+        q += r->M;
+        i0 += q / r->L;
+        q %= r->L;
     }
-    free(k.tab);
+    return ELI_OK;
+}
+
+void eli_resampler_discard(eli_resampler *r, int64_t j) {
+    int64_t keep = j > 0 ? first_input(r, j) : 0;
+    if (keep > r->n_in) keep = r->n_in;
+    if (keep <= r->base) return;
+    memmove(r->buf, r->buf + (keep - r->base), (size_t)(r->n_in - keep) * sizeof *r->buf);
+    r->base = keep;
+}
+
+int eli_resample(const float *x, int64_t n, int rate_in, int rate_out, float **y, int64_t *n_out, eli_error *err) {
+    *y = NULL;
+    *n_out = 0;
+    eli_resampler *r = eli_resampler_new(rate_in, rate_out, err);
+    if (!r) return err ? err->code : ELI_ERR_INVALID_ARG;
+    int rc = n < 1 ? eli_fail(err, ELI_ERR_INVALID_ARG, "no samples to resample") : eli_resampler_push(r, x, n, err);
+    const int64_t m = rc ? 0 : eli_resampler_n_total(r);
+    float *out = rc ? NULL : malloc((size_t)m * sizeof *out);
+    if (!rc && !out) rc = eli_fail(err, ELI_ERR_OOM, "out of memory for %lld resampled samples", (long long)m);
+    if (!rc) rc = eli_resampler_read(r, 0, m, out, err);
+    eli_resampler_free(r);
+    if (rc) {
+        free(out);
+        return rc;
+    }
     *y = out;
     *n_out = m;
     return ELI_OK;

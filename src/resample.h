@@ -33,6 +33,25 @@ int64_t eli_resample_length(int64_t n, int rate_in, int rate_out);
  * *y (malloc'ed) receives eli_resample_length(n, ...) samples. Equal rates copy. */
 int eli_resample(const float *x, int64_t n, int rate_in, int rate_out, float **y, int64_t *n_out, eli_error *err);
 
+/* The same resampling on input that arrives in pieces (a stream): an output sample is final once the input
+ * reaches as far as its filter does, so appending input never changes it, and every output equals
+ * eli_resample's over all the input pushed (bit for bit: the same sums in the same order). The input that
+ * no output still needs is dropped (eli_resampler_discard), so a long stream holds a few milliseconds. */
+typedef struct eli_resampler eli_resampler;
+/* Rates in [ELI_PCM_MIN_RATE, ELI_PCM_MAX_RATE]. */
+eli_resampler *eli_resampler_new(int rate_in, int rate_out, eli_error *err);
+void eli_resampler_free(eli_resampler *r); /* NULL-safe */
+/* Appends n input samples. */
+int eli_resampler_push(eli_resampler *r, const float *x, int64_t n, eli_error *err);
+/* Outputs [0, n_final) are final; n_total = eli_resample_length(input so far): the output if the input ended now. */
+int64_t eli_resampler_n_final(const eli_resampler *r);
+int64_t eli_resampler_n_total(const eli_resampler *r);
+/* Outputs [j0, j1) (j1 <= n_total) as if the input ended now, into out[j1 - j0]; j0 must not be below a
+ * discarded mark. */
+int eli_resampler_read(const eli_resampler *r, int64_t j0, int64_t j1, float *out, eli_error *err);
+/* Outputs before j will not be read again: the input only they need is dropped. */
+void eli_resampler_discard(eli_resampler *r, int64_t j);
+
 /* Decoded PCM to mono at ELI_AUDIO_RATE: stereo frames become (L + R) / 2, then eli_resample. */
 int eli_pcm_to_mono16k(const eli_pcm *in, float **out, int64_t *n_out, eli_error *err);
 

@@ -297,6 +297,57 @@ static void test_resample_quality(void) {
     CHECK(eli_resample(one, 0, 8000, 16000, &y, &m, &err) < 0 && strstr(err.msg, "no samples"), "%s", err.msg);
 }
 
+/* The streaming resampler: input pushed in uneven pieces, every output read as soon as it is final (and
+ * the input behind it dropped), then the rest at the end, equals eli_resample over the whole input bit for
+ * bit; a provisional read of the not-yet-final outputs equals eli_resample of the input so far. */
+static void test_resample_stream(void) {
+    static const int rates[] = {44100, 48000, 22050, 8000, 16000};
+    static const int64_t pieces[] = {1, 7, 160, 441, 1000, 3, 4801, 2};
+    for (size_t r = 0; r < sizeof rates / sizeof rates[0]; r++) {
+        const int R = rates[r];
+        const int64_t n = R / 2 + 37;
+        float *x = malloc((size_t)n * sizeof *x);
+        uint32_t st = 99;
+        for (int64_t i = 0; i < n; i++) {
+            st = st * 1664525u + 1013904223u;
+            x[i] = (float)(0.4 * sin(0.01 * (double)i) + ((double)(st >> 8) / 16777216.0 - 0.5) * 0.2);
+        }
+        eli_error err = {0};
+        float *want = NULL;
+        int64_t m = 0, taken = 0, fed = 0, provisional_ok = 1;
+        CHECK(eli_resample(x, n, R, ELI_AUDIO_RATE, &want, &m, &err) == 0, "%s", err.msg);
+        float *got = malloc((size_t)m * sizeof *got);
+        eli_resampler *rs = eli_resampler_new(R, ELI_AUDIO_RATE, &err);
+        CHECK(rs != NULL, "%s", err.msg);
+        for (size_t k = 0; rs && fed < n; k++) {
+            int64_t p = pieces[k % (sizeof pieces / sizeof pieces[0])];
+            if (p > n - fed) p = n - fed;
+            CHECK(eli_resampler_push(rs, x + fed, p, &err) == 0, "%s", err.msg);
+            fed += p;
+            const int64_t fin = eli_resampler_n_final(rs), total = eli_resampler_n_total(rs);
+            if (k == 5 || k == 9) { /* the not-yet-final outputs, as if the input ended here */
+                float *part = NULL, *tail = malloc((size_t)(total - taken + 1) * sizeof *tail);
+                int64_t mp = 0;
+                CHECK(eli_resample(x, fed, R, ELI_AUDIO_RATE, &part, &mp, &err) == 0 && mp == total, "%s", err.msg);
+                CHECK(eli_resampler_read(rs, taken, total, tail, &err) == 0, "%s", err.msg);
+                provisional_ok &= !memcmp(tail, part + taken, (size_t)(total - taken) * sizeof *tail);
+                free(part), free(tail);
+            }
+            CHECK(fin <= total && fin >= taken, "%d Hz: final %lld of %lld", R, (long long)fin, (long long)total);
+            CHECK(eli_resampler_read(rs, taken, fin, got + taken, &err) == 0, "%s", err.msg);
+            taken = fin;
+            eli_resampler_discard(rs, taken);
+        }
+        CHECK(rs && eli_resampler_n_total(rs) == m && eli_resampler_read(rs, taken, m, got + taken, &err) == 0, "%s", err.msg);
+        CHECK(!memcmp(got, want, (size_t)m * sizeof *got), "%d Hz: streamed output == eli_resample, bit for bit", R);
+        CHECK(provisional_ok, "%d Hz: a provisional read == eli_resample of the input so far", R);
+        /* a discarded stretch cannot be read again */
+        CHECK(!rs || taken < 200 || eli_resampler_read(rs, 0, 10, got, &err) < 0, "%d Hz: a discarded output refused", R);
+        eli_resampler_free(rs);
+        free(want), free(got), free(x);
+    }
+}
+
 /* ---- golden: llama.cpp's PCM, log-mel and embeddings ---- */
 
 static const char *const golden_cases[] = {"aud1_chirp_1p5s_16k_mono", "aud2_tones_noise_3p2s_16k_mono", "aud3_stereo_1p0s_16k",
@@ -580,6 +631,7 @@ int main(void) {
     test_wav_hostile();
     test_resample_length();
     test_resample_quality();
+    test_resample_stream();
     test_frames();
     test_golden();
     test_hostile_projectors();

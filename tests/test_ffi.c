@@ -17,30 +17,6 @@
 
 #define MODEL "golden/models/e2b-mini-f32.gguf"
 
-/* Runs next() with 32-token steps until it returns 1; returns the number of tokens. */
-static int generate(EliLlmStream *s, int32_t *out, int cap, char *text, size_t text_cap) {
-    int n = 0;
-    size_t used = 0;
-    if (text_cap) text[0] = '\0';
-    for (int guard = 0; guard < 1000; guard++) {
-        int32_t step[32];
-        size_t got = 0;
-        char buf[1024];
-        char *err = NULL;
-        int rc = eliza_inference_llm_stream_next(s, step, 32, &got, buf, sizeof buf, NULL, NULL, &err);
-        if (rc < 0) {
-            fprintf(stderr, "next: %s\n", err ? err : "?");
-            eliza_inference_free_string(err);
-            return -1;
-        }
-        for (size_t i = 0; i < got && n < cap; i++) out[n++] = step[i];
-        size_t bl = strlen(buf);
-        if (text_cap && used + bl < text_cap) memcpy(text + used, buf, bl + 1), used += bl;
-        if (rc == 1) return n;
-    }
-    return -1;
-}
-
 static void test_basics(void) {
     CHECK(!strcmp(eliza_inference_abi_version(), "13"), "abi %s", eliza_inference_abi_version());
     CHECK(eliza_inference_llm_stream_supported() == 1, "stream probe");

@@ -7,13 +7,15 @@
 #   test_models   the forward pass on the pool with 2 threads against 1 (its hand-off and splits)
 #   test_slot     streams (on 2-thread pools) saved and restored
 #   test_mapguard the SIGBUS guard under a two-thread decode
+#   test_ffi_mm   two threads describing images with different projectors (the context's tower cache)
+#   test_ffi_asr  an ASR stream closed while a transcript runs, a context destroyed with a stream open
 # Left out: test_kernels (its kernels run on the calling thread only: nothing for TSan to see), the tests
 # without threads, test_install and test_cli (other processes: a host, the CLI on a pseudo-terminal).
 # Usage: tests/tsan.sh BUILD [JOBS]
 set -euo pipefail
 build=$1
 jobs=${2:-2}
-tests=(test_ffi test_ffi_hostile test_mtp test_models test_slot test_mapguard)
+tests=(test_ffi test_ffi_hostile test_mtp test_models test_slot test_mapguard test_ffi_mm test_ffi_asr)
 src=$(cd "$(dirname "$0")/.." && pwd)
 cmake -S "$src" -B "$build" -DCMAKE_C_COMPILER=clang -DELI_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j "$jobs" --target "${tests[@]}"

@@ -1,7 +1,8 @@
-/* eliza-infer chat [-m FILE] [--system TEXT] [generation options]
+/* eliza-infer chat [-m FILE] [--system TEXT] [--mmproj FILE] [generation options]
  * Interactive multi-turn chat. Each turn renders the whole conversation with the Gemma 4 template,
- * keeps the longest common prefix of the KV cache (reset_keep) and prefills only the new tokens.
- * Ctrl-C stops the current answer (not the program); /reset starts over; /quit (or end of input) exits. */
+ * keeps the longest common prefix of the KV cache (reset_keep) and prefills only the new positions.
+ * Ctrl-C stops the current answer (not the program); /reset starts over; /quit (or end of input) exits;
+ * /image PATH and /audio PATH (with --mmproj) go into the next user turn, before its text. */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -60,14 +61,27 @@ static ssize_t read_line(char **line, size_t *cap) {
 }
 
 static int usage(FILE *out) {
-    fprintf(out, "usage: eliza-infer chat [-m FILE] [--system TEXT] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
+    fprintf(out, "usage: eliza-infer chat [-m FILE] [--system TEXT] [--mmproj FILE] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
                     "                        [--min-p M] [--repeat-penalty R] [--seed S] [-t N] [--ctx N] [--kv TYPE]\n"
-                    "commands at the prompt: /reset, /quit; Ctrl-C stops an answer\n");
+                    "commands at the prompt: /reset, /quit, /image PATH, /audio PATH (with --mmproj: the next turn\n"
+                    "carries them); Ctrl-C stops an answer\n");
     return 2;
 }
 
+/* /image PATH or /audio PATH: the file encoded into pending[*n_pending]; 1 when line was such a command. */
+static int media_command(const char *line, cli_encoder *enc, cli_media_item *pending, int *n_pending) {
+    const int image = !strncmp(line, "/image ", 7), audio = !strncmp(line, "/audio ", 7);
+    if (!image && !audio) return 0;
+    const char *path = line + 7;
+    while (*path == ' ') path++;
+    if (*n_pending == CLI_MAX_MEDIA) printf("(at most %d images and clips per turn)\n", CLI_MAX_MEDIA);
+    else if (!cli_encode(enc, image ? ELI_MEDIA_IMAGE : ELI_MEDIA_AUDIO, path, &pending[*n_pending]))
+        printf("(%s %s: %lld tokens, in the next turn)\n", image ? "image" : "audio", path, (long long)pending[(*n_pending)++].n);
+    return 1;
+}
+
 int cli_chat(int argc, char **argv) {
-    const char *path = NULL, *system = NULL;
+    const char *path = NULL, *system = NULL, *mmproj = NULL;
     eli_gen_params p;
     if (cli_gen_params(&p)) return 1;
     p.max_tokens = 512;
@@ -78,6 +92,7 @@ int cli_chat(int argc, char **argv) {
         if (r) continue;
         if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) path = argv[++i];
         else if (!strcmp(argv[i], "--system") && i + 1 < argc) system = argv[++i];
+        else if (!strcmp(argv[i], "--mmproj") && i + 1 < argc) mmproj = argv[++i];
         else if (!strcmp(argv[i], "--help")) return usage(stdout), 0;
         else return cli_bad_option("chat", argv[i], i + 1 < argc);
     }
@@ -96,6 +111,9 @@ int cli_chat(int argc, char **argv) {
 
     cli_conversation conv = {0};
     if (system) cli_conv_add(&conv, "system", system, strlen(system));
+    cli_encoder enc = {mmproj, p.seq.n_threads, cm.m->hp.n_embd, {0}, {0}};
+    cli_media_item pending[CLI_MAX_MEDIA];
+    int n_pending = 0;
     char *line = NULL;
     size_t line_cap = 0;
     int rc = 0;
@@ -117,22 +135,31 @@ int cli_chat(int argc, char **argv) {
         if (!strcmp(line, "/reset")) {
             cli_conv_clear(&conv, 1);
             eli_gen_reset(g);
+            while (n_pending) cli_media_item_free(&pending[--n_pending]);
             printf("(conversation reset)\n");
             continue;
         }
+        if (media_command(line, &enc, pending, &n_pending)) continue;
         if (!len) continue;
         if (cli_conv_add(&conv, "user", line, (size_t)len)) break;
-        int32_t *ids = NULL;
-        size_t n_ids = 0;
-        if (cli_conv_tokens(&conv, cm.tok, &ids, &n_ids, &err)) {
-            cli_die("%s", err.msg);
+        const int with_media = n_pending > 0;
+        if (cli_conv_attach(&conv, pending, n_pending)) {
             cli_conv_drop_last(&conv);
-            continue;
+            break;
         }
-        int64_t kept;
+        n_pending = 0;
+        eli_media_prompt mp;
+        eli_media_rows *rows = NULL;
+        int64_t kept = 0, n_ids = 0;
         double t0 = cli_now();
-        int r = cli_turn_prefill(g, ids, n_ids, &interrupted, &kept, &err);
-        free(ids);
+        int r = cli_conv_prompt(&conv, cm.tok, &mp, &rows, &err);
+        if (!r) {
+            r = cli_turn_prefill_prompt(g, &mp, rows, &interrupted, &kept, &n_ids, &err);
+            /* a turn that failed takes its media back out of the session (the next one compares positions) */
+            if (r && with_media) eli_gen_reset_keep(g, kept);
+            eli_media_prompt_free(&mp);
+            free(rows);
+        }
         if (r) {
             printf("%s\n", r == ELI_ERR_CANCELLED ? "(stopped)" : err.msg);
             cli_conv_drop_last(&conv);
@@ -154,6 +181,8 @@ int cli_chat(int argc, char **argv) {
         /* a cancelled answer leaves the stream cancelled; the next turn goes on from the kept prefix */
     }
     free(line);
+    while (n_pending) cli_media_item_free(&pending[--n_pending]);
+    cli_encoder_close(&enc);
     cli_conv_free(&conv);
     eli_gen_free(g);
     cli_unload(&cm);

@@ -1,17 +1,16 @@
 /* eliza-infer run [-m FILE] -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p M]
  *                 [--repeat-penalty R] [--seed S] [--chat] [--system TEXT] [-t N] [--ctx N] [--kv TYPE] [--kv-k TYPE] [--kv-v TYPE]
- *                 [--grammar FILE | --json-schema FILE | --json]
- * Streams the generated text to stdout and prints a stats line to stderr. */
+ *                 [--grammar FILE | --json-schema FILE | --json] [--mmproj FILE (--image IMG | --audio WAV)...]
+ * Streams the generated text to stdout and prints a stats line to stderr. With images or audio the prompt is
+ * one user turn of the chat template holding them, in the order given, then the prompt. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "chat.h"
 #include "cli.h"
 #include "engine.h"
 #include "grammar_vocab.h"
-#include "json.h"
 
 static int usage(FILE *out) {
     fprintf(out,
@@ -29,7 +28,10 @@ static int usage(FILE *out) {
             "  --kv TYPE          KV cache type of K and V (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1; default f16)\n"
             "  --kv-k TYPE --kv-v TYPE       the K and the V type alone\n"
             "  --grammar FILE     constrain the output to a GBNF grammar (llama.cpp's dialect)\n"
-            "  --json-schema FILE constrain it to JSON valid against a schema   --json  to any JSON value\n");
+            "  --json-schema FILE constrain it to JSON valid against a schema   --json  to any JSON value\n"
+            "  --mmproj FILE      the projector (vision/audio towers) for --image and --audio\n"
+            "  --image IMG        an image (PNG, JPEG, WebP) in the user turn, before the prompt (repeatable)\n"
+            "  --audio WAV        an audio clip likewise; images and clips keep the order given\n");
     return 2;
 }
 
@@ -164,92 +166,73 @@ int cli_load(const char *path, cli_model *cm) {
     return 0;
 }
 
-/* Renders one user turn (and an optional system turn) with the chat template. */
-char *cli_chat_prompt(const char *system, const char *user) {
-    char *qs = system ? eli_json_quote(system, strlen(system)) : NULL;
-    char *qu = eli_json_quote(user, strlen(user));
-    size_t n = (qs ? strlen(qs) : 0) + (qu ? strlen(qu) : 0) + 128;
-    char *doc = malloc(n);
-    char *out = NULL;
-    if (qu && doc) {
-        if (qs) snprintf(doc, n, "[{\"role\":\"system\",\"content\":%s},{\"role\":\"user\",\"content\":%s}]", qs, qu);
-        else snprintf(doc, n, "[{\"role\":\"user\",\"content\":%s}]", qu);
-        eli_error err = {0};
-        eli_json *msgs = eli_json_parse(doc, strlen(doc), &err);
-        eli_chat_options opt = eli_chat_default_options();
-        size_t len;
-        if (!msgs || eli_chat_render(msgs, &opt, &out, &len, &err)) cli_die("chat template: %s", err.msg);
-        eli_json_free(msgs);
-    }
-    free(qs), free(qu), free(doc);
-    return out;
+/* The prompt's media encoded (items[a->media.n]); 1 after printing why. */
+static int encode_media(const cli_prompt_args *a, const cli_model *cm, int threads, cli_media_item *items) {
+    cli_encoder enc = {a->mmproj, threads, cm->m->hp.n_embd, {0}, {0}};
+    int rc = 0;
+    for (int i = 0; !rc && i < a->media.n; i++) rc = cli_encode(&enc, a->media.kind[i], a->media.path[i], &items[i]);
+    cli_encoder_close(&enc);
+    return rc;
 }
 
-int cli_run(int argc, char **argv) {
-    const char *path = NULL, *prompt = NULL, *system = NULL, *draft_path = NULL, *gbnf_file = NULL, *schema_file = NULL;
-    int chat = 0, json = 0;
-    eli_gen_params p;
-    if (cli_gen_params(&p)) return 1;
-    p.max_tokens = 128;
-    p.seq.n_ctx = 4096;
-    for (int i = 1; i < argc; i++) {
-        int r = cli_parse_gen_option(argc, argv, &i, &p);
-        if (r < 0) return 2;
-        if (r) continue;
-        if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) path = argv[++i];
-        else if ((!strcmp(argv[i], "-p") || !strcmp(argv[i], "--prompt")) && i + 1 < argc) prompt = argv[++i];
-        else if (!strcmp(argv[i], "--system") && i + 1 < argc) system = argv[++i];
-        else if (!strcmp(argv[i], "--draft") && i + 1 < argc) draft_path = argv[++i];
-        else if (!strcmp(argv[i], "--chat")) chat = 1;
-        else if (!strcmp(argv[i], "--grammar") && i + 1 < argc) gbnf_file = argv[++i];
-        else if (!strcmp(argv[i], "--json-schema") && i + 1 < argc) schema_file = argv[++i];
-        else if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--help")) return usage(stdout), 0;
-        else return cli_bad_option("run", argv[i], i + 1 < argc);
+/* The prompt as runs of ids around the media: the chat template (one user turn, media first) or the raw
+ * text with <bos>. */
+static int build_prompt(const cli_prompt_args *a, const eli_tokenizer *tok, eli_media_prompt *mp, eli_error *err) {
+    if (a->chat || a->media.n) return eli_media_user_turn(tok, a->system, a->prompt, a->media.kind, a->media.n, mp, err);
+    memset(mp, 0, sizeof *mp);
+    if (!(mp->ids = calloc(1, sizeof *mp->ids)) || !(mp->n_ids = calloc(1, sizeof *mp->n_ids))) {
+        eli_media_prompt_free(mp);
+        return eli_fail(err, ELI_ERR_OOM, "out of memory");
     }
-    if (!!gbnf_file + !!schema_file + json > 1) return cli_die("run: give at most one of --grammar, --json-schema, --json"), 2;
-    if (!prompt) return cli_die("run: -p TEXT is required (see 'eliza-infer run --help')"), 2;
+    return eli_tokenize(tok, a->prompt, strlen(a->prompt), 1, 0, &mp->ids[0], &mp->n_ids[0], err);
+}
+
+int cli_generate(const cli_prompt_args *a, eli_gen_params *p) {
     cli_model cm, dm;
-    if (cli_load(path, &cm)) return 1;
-    if (cli_load_drafter(draft_path, &cm, &p, &dm)) {
+    if (cli_load(a->model, &cm)) return 1;
+    if (cli_load_drafter(a->draft, &cm, p, &dm)) {
         cli_unload(&cm);
         return 1;
     }
-    char *text = chat ? cli_chat_prompt(system, prompt) : NULL;
     int rc = 1;
     eli_error err = {0};
-    int32_t *ids = NULL;
-    size_t n_ids = 0;
+    eli_media_prompt mp = {0};
+    cli_media_item items[CLI_MAX_MEDIA] = {{0}};
+    eli_media_rows rows[CLI_MAX_MEDIA];
+    int64_t n_prompt = 0;
     eli_gen *g = NULL;
     char *grammar = NULL;
     eli_grammar_vocab *gvocab = NULL;
-    if (chat && !text) goto done;
-    if (gbnf_file || schema_file || json) {
-        if (!(grammar = cli_grammar_text(gbnf_file, schema_file, json, &p.grammar_len))) goto done;
+    if (a->gbnf_file || a->schema_file || a->json) {
+        if (!(grammar = cli_grammar_text(a->gbnf_file, a->schema_file, a->json, &p->grammar_len))) goto done;
         if (eli_grammar_vocab_new(cm.tok, &gvocab, &err)) {
             cli_die("%s", err.msg);
             goto done;
         }
-        p.grammar = grammar;
-        p.grammar_vocab = gvocab;
+        p->grammar = grammar;
+        p->grammar_vocab = gvocab;
     }
-    /* a rendered chat prompt already starts with <bos> and uses special-token text */
-    if (eli_tokenize(cm.tok, chat ? text : prompt, strlen(chat ? text : prompt), !chat, chat, &ids, &n_ids, &err)) {
+    if (encode_media(a, &cm, p->seq.n_threads, items)) goto done;
+    if (build_prompt(a, cm.tok, &mp, &err)) {
         cli_die("%s", err.msg);
         goto done;
     }
-    if (!(g = eli_gen_create(cm.xm->exec, cm.xm, cm.tok, &p, &err))) {
+    for (int i = 0; i < a->media.n; i++) rows[i] = (eli_media_rows){items[i].rows, items[i].n, items[i].n_embd};
+    for (int i = 0; i <= mp.n_media; i++) n_prompt += (int64_t)mp.n_ids[i] + (i < mp.n_media ? rows[i].n : 0);
+    if (!(g = eli_gen_create(cm.xm->exec, cm.xm, cm.tok, p, &err))) {
         cli_die("%s", err.msg);
         goto done;
     }
     double t0 = cli_now();
-    if (eli_gen_prefill(g, ids, n_ids, NULL, &err)) {
+    eli_media_gen_sink gs = {g, NULL};
+    const eli_media_sink sink = eli_media_sink_of_gen(&gs);
+    if (eli_media_prompt_prefill(&mp, rows, 0, &sink, &err)) {
         cli_die("%s", err.msg);
         goto done;
     }
     double t1 = cli_now(), t_first = 0;
     int32_t toks[65]; /* an MTP round returns up to draft_max + 1 tokens */
-    const size_t step = dm.xm ? (size_t)p.draft_max + 1 : 1;
+    const size_t step = dm.xm ? (size_t)p->draft_max + 1 : 1;
     char buf[512];
     for (;;) {
         size_t n;
@@ -265,8 +248,8 @@ int cli_run(int argc, char **argv) {
     }
     double t2 = cli_now();
     const int64_t gen = eli_gen_n_generated(g);
-    fprintf(stderr, "\n[prompt %zu tokens, %.1f tok/s | generated %lld tokens, %.1f tok/s | time to first token %.1f ms]\n",
-            n_ids, n_ids ? (double)n_ids / (t1 - t0) : 0.0, (long long)gen,
+    fprintf(stderr, "\n[prompt %lld tokens, %.1f tok/s | generated %lld tokens, %.1f tok/s | time to first token %.1f ms]\n",
+            (long long)n_prompt, n_prompt ? (double)n_prompt / (t1 - t0) : 0.0, (long long)gen,
             gen > 1 && t_first ? (double)(gen - 1) / (t2 - t_first) : 0.0, t_first ? 1e3 * (t_first - t0) : 0.0);
     if (dm.xm) {
         eli_spec_stats st = eli_gen_spec_stats(g);
@@ -279,9 +262,37 @@ done:
     eli_gen_free(g);
     eli_grammar_vocab_free(gvocab);
     free(grammar);
-    free(ids);
-    free(text);
+    eli_media_prompt_free(&mp);
+    for (int i = 0; i < a->media.n; i++) cli_media_item_free(&items[i]);
     cli_unload(&dm);
     cli_unload(&cm);
     return rc;
+}
+
+int cli_run(int argc, char **argv) {
+    cli_prompt_args a = {0};
+    eli_gen_params p;
+    if (cli_gen_params(&p)) return 1;
+    p.max_tokens = 128;
+    p.seq.n_ctx = 4096;
+    for (int i = 1; i < argc; i++) {
+        int r = cli_parse_gen_option(argc, argv, &i, &p);
+        if (!r) r = cli_media_option(argc, argv, &i, &a.mmproj, &a.media);
+        if (r < 0) return 2;
+        if (r) continue;
+        if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) a.model = argv[++i];
+        else if ((!strcmp(argv[i], "-p") || !strcmp(argv[i], "--prompt")) && i + 1 < argc) a.prompt = argv[++i];
+        else if (!strcmp(argv[i], "--system") && i + 1 < argc) a.system = argv[++i];
+        else if (!strcmp(argv[i], "--draft") && i + 1 < argc) a.draft = argv[++i];
+        else if (!strcmp(argv[i], "--chat")) a.chat = 1;
+        else if (!strcmp(argv[i], "--grammar") && i + 1 < argc) a.gbnf_file = argv[++i];
+        else if (!strcmp(argv[i], "--json-schema") && i + 1 < argc) a.schema_file = argv[++i];
+        else if (!strcmp(argv[i], "--json")) a.json = 1;
+        else if (!strcmp(argv[i], "--help")) return usage(stdout), 0;
+        else return cli_bad_option("run", argv[i], i + 1 < argc);
+    }
+    if (!!a.gbnf_file + !!a.schema_file + a.json > 1) return cli_die("run: give at most one of --grammar, --json-schema, --json"), 2;
+    if (!a.prompt) return cli_die("run: -p TEXT is required (see 'eliza-infer run --help')"), 2;
+    if (a.media.n && !a.mmproj) return cli_die("run: --image / --audio need --mmproj FILE (the projector)"), 2;
+    return cli_generate(&a, &p);
 }

@@ -33,6 +33,7 @@ static const cli_command commands[] = {
     {"bench-image", cli_bench_image, "measure the vision tower's image encode time"},
     {"embed-audio", cli_embed_audio, "write the audio tower's soft-token embeddings of a WAV file"},
     {"bench-audio", cli_bench_audio, "time the audio tower on a WAV file: encode ms and real-time factor"},
+    {"transcribe", cli_transcribe, "transcribe a WAV file (the projector's audio tower and the text model, greedy)"},
 };
 
 static void usage(FILE *out) {

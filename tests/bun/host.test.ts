@@ -314,7 +314,10 @@ test("regions and the families without an engine answer honestly", () => {
     expect(err.take()).toContain(r);
   }
   expect(L.eliza_inference_mmap_acquire(ctx, ptr(cstr("nonsense")), null)).toBe(INVALID_ARG);
-  for (const probe of ["vision", "vision_stream", "asr_stream", "tts_stream", "vad", "wakeword", "speaker", "diariz"])
+  // image and audio input exist (vision needs a build with image decoding); the bundle has no projector
+  expect(L.eliza_inference_asr_stream_supported()).toBe(1);
+  expect(L.eliza_inference_vision_stream_supported()).toBe(L.eliza_inference_vision_supported());
+  for (const probe of ["tts_stream", "vad", "wakeword", "speaker", "diariz"])
     expect(L[`eliza_inference_${probe}_supported`]()).toBe(0);
   const pcm = new Float32Array(1600), text = Buffer.alloc(64);
   const calls: [string, (e: number) => number, string][] = [

@@ -33,6 +33,13 @@ with open(EXE, "rb") as _f:
     UNDER_ASAN = b"__asan_init" in _f.read()  # the sanitizer build (make asan)
 MODEL = os.path.join(SHARED, "golden", "models", "e2b-mini-f32.gguf")
 VOCAB = os.path.join(SHARED, "golden", "tokenizer", "gemma4-vocab.gguf")
+MM = os.path.join(SHARED, "golden", "mm")
+MMPROJ = os.path.join(MM, "mmproj-gemma4-a.gguf")  # both towers, projection_dim 256 = e2b-mini's n_embd
+IMG = os.path.join(MM, "inputs", "img1_gradient_200x150.png")    # 48 soft tokens
+IMG2 = os.path.join(MM, "inputs", "img2_checker_512x512.png")    # 121
+WAV = os.path.join(MM, "inputs", "aud1_chirp_1p5s_16k_mono.wav")  # 38
+WAV44 = os.path.join(MM, "inputs", "aud4_44k1_stereo_1p3s.wav")
+DATA_MM = os.path.join(ROOT, "tests", "data", "mm")
 # Where `cli_default_model` looks in the build tree: <exe dir>/../models/eliza-1-nano/text/eliza-1-nano.gguf.
 DEFAULT_MODEL = os.path.join(os.path.dirname(os.path.dirname(EXE)), "models", "eliza-1-nano", "text",
                              "eliza-1-nano.gguf")
@@ -394,6 +401,104 @@ class Run(unittest.TestCase):
             self.assertEqual(len(lines), 1, err)
             self.assertIn(b"-m", lines[0])
             self.assertIn(b"eliza-1-nano", lines[0])
+
+
+@need(MODEL)
+@need(MMPROJ)
+class Media(unittest.TestCase):
+    """Images and audio in run, transcribe and chat: one user turn of the chat template holding the media, in
+    the order given, then the text. The random-weight projector makes nonsense; the assertions are on what
+    the prompt holds (its size), determinism, order and the errors."""
+
+    def media_run(self, *args, prompt="What is it?", n=12):
+        rc, out, err = cli(["run", "-m", MODEL, "--mmproj", MMPROJ, "-p", prompt, "-n", str(n), "--temp", "0"] + list(args))
+        self.assertEqual(rc, 0, err)
+        return out, run_stats(err)
+
+    def test_run_image_and_audio(self):
+        rc, _, err = cli(["run", "-m", MODEL, "--chat", "-p", "What is it?", "-n", "1"])
+        self.assertEqual(rc, 0, err)
+        text = run_stats(err)
+        out1, s1 = self.media_run("--image", IMG)
+        self.assertEqual(self.media_run("--image", IMG)[0], out1, "greedy with an image is deterministic")
+        # the image's 48 soft tokens and its two markers (spelled out in this small vocabulary) join the prompt
+        self.assertGreater(s1["prompt"], text["prompt"] + 48)
+        _, s2 = self.media_run("--image", IMG2)
+        self.assertEqual(s2["prompt"] - s1["prompt"], 121 - 48, "another image size, another number of soft tokens")
+        out_ia, s_ia = self.media_run("--image", IMG, "--audio", WAV)
+        out_ai, s_ai = self.media_run("--audio", WAV, "--image", IMG)
+        self.assertEqual(s_ia["prompt"], s_ai["prompt"])
+        self.assertGreaterEqual(s_ia["prompt"] - s1["prompt"], 38)
+
+    @need(DEFAULT_MODEL)
+    def test_order_matters(self):
+        # eliza-1-nano (n_embd 256 too): its text depends on the media; this small model's greedy text does not
+        outs = []
+        for media in (["--image", IMG, "--audio", WAV], ["--audio", WAV, "--image", IMG]):
+            rc, out, err = cli(["run", "--mmproj", MMPROJ, "-p", "What is it?", "-n", "16", "--temp", "0"] + media)
+            self.assertEqual(rc, 0, err)
+            outs.append(out)
+        self.assertNotEqual(outs[0], outs[1], "the media keep the order given")
+
+    def test_transcribe(self):
+        rc, out, err = cli(["transcribe", "-m", MODEL, "--mmproj", MMPROJ, "-n", "12", WAV])
+        self.assertEqual(rc, 0, err)
+        run_stats(err)
+        self.assertTrue(out.endswith(b"\n") and len(out) > 1, out)
+        # the same as run with the audio and the default instruction
+        rc, out2, err = cli(["run", "-m", MODEL, "--mmproj", MMPROJ, "--audio", WAV, "-p", "Transcribe this audio.", "-n", "12",
+                             "--temp", "0"])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out, out2 + b"\n")
+        # 44.1 kHz stereo goes through the resampler
+        rc, out, err = cli(["transcribe", "-m", MODEL, "--mmproj", MMPROJ, "-n", "4", WAV44])
+        self.assertEqual(rc, 0, err)
+        rc, _, err2 = cli(["transcribe", "-m", MODEL, "--mmproj", MMPROJ, "-n", "1", "-p", "Hear?", WAV])
+        self.assertEqual(rc, 0, err2)
+        self.assertLess(run_stats(err2)["prompt"], run_stats(err)["prompt"] - 10, "-p replaces the instruction")
+
+    def test_errors_exit_with_one_line(self):
+        usage = (["run", "-m", MODEL, "-p", "x", "--image", IMG],  # no --mmproj
+                 ["run", "-m", MODEL, "-p", "x", "--mmproj", MMPROJ, "--image"],
+                 ["transcribe", "-m", MODEL, "--mmproj", MMPROJ],  # no WAV
+                 ["transcribe", "-m", MODEL, WAV],                   # no projector
+                 ["transcribe", "-m", MODEL, "--mmproj", MMPROJ, WAV, "extra"])
+        for args in usage:
+            rc, out, err = cli(args, timeout=30)
+            self.assertEqual(rc, 2, (args, err))
+            self.assertEqual(out, b"")
+        runtime = ((["run", "-p", "x", "--mmproj", MMPROJ, "--image", "/nonexistent/x.png"], b"/nonexistent/x.png"),
+                   (["run", "-p", "x", "--mmproj", MMPROJ, "--image", os.path.join(HERE, "test_cli.py")], b"image format"),
+                   (["run", "-p", "x", "--mmproj", os.path.join(HERE, "test_cli.py"), "--image", IMG], b"test_cli.py"),
+                   (["run", "-p", "x", "--mmproj", os.path.join(DATA_MM, "a-f16.gguf"), "--image", IMG], b"no vision"),
+                   (["transcribe", "--mmproj", os.path.join(DATA_MM, "mmproj-b-f16.gguf"), WAV], b"no audio"),
+                   (["transcribe", "--mmproj", os.path.join(DATA_MM, "a-q8.gguf"), WAV], b"another model"),
+                   (["transcribe", "--mmproj", MMPROJ, IMG], IMG.encode()))
+        for args, word in runtime:
+            rc, out, err = cli([args[0], "-m", MODEL] + args[1:], timeout=60)
+            self.assertEqual(rc, 1, (args, err))
+            lines = err.strip().splitlines()
+            self.assertEqual(len(lines), 1, (args, err))
+            self.assertTrue(lines[0].startswith(b"eliza-infer: ") and word in lines[0], (args, err))
+
+    def test_chat_image_and_audio(self):
+        lines = ["hello", "/image " + IMG, "what is this?", "/audio " + WAV, "and this?", "/image /nonexistent.png", "thanks"]
+        rc, out, err = cli(["chat", "-m", MODEL, "--mmproj", MMPROJ, "-n", "6", "--temp", "0"],
+                           ("\n".join(lines) + "\n").encode())
+        self.assertEqual(rc, 0, err)
+        self.assertIn(b"(image " + IMG.encode() + b": 48 tokens, in the next turn)", out)
+        self.assertIn(b"(audio " + WAV.encode() + b": 38 tokens, in the next turn)", out)
+        self.assertIn(b"/nonexistent.png", err)
+        stats = [chat_stats(m) for m in CHAT_STATS.finditer(err)]
+        self.assertEqual(len(stats), 4, err)
+        # each turn keeps the conversation so far, media included, and prefills what is new
+        self.assertGreater(stats[1]["new"], 48)
+        self.assertGreater(stats[2]["kept"], stats[1]["kept"] + 48)
+        self.assertGreater(stats[3]["kept"], stats[2]["kept"] + 38)
+        rc, out, err = cli(["chat", "-m", MODEL, "-n", "2"], b"/image " + IMG.encode() + b"\nhi\n")
+        self.assertEqual(rc, 0, err)
+        self.assertIn(b"--mmproj", err)
+        self.assertEqual(len(CHAT_STATS.findall(err)), 1, err)
 
 
 class Tokenize(unittest.TestCase):

@@ -94,9 +94,12 @@ __attribute__((visibility("default"))) int bridge_run(const char *model) {
     eliza_inference_llm_stream_close(s);
     eliza_inference_free_tokens(ids);
 
+    /* image and audio input exist (image decoding is a build option), but this model has no projector */
+    expect(eliza_inference_asr_stream_supported() == 1 &&
+               eliza_inference_vision_stream_supported() == eliza_inference_vision_supported(),
+           "probes of image and audio input");
     /* the families this build has no engine for: honest answers, NULL-safe closes */
-    expect(!eliza_inference_vision_supported() && !eliza_inference_asr_stream_supported() &&
-               !eliza_inference_tts_stream_supported() && !eliza_inference_vad_supported() &&
+    expect(!eliza_inference_tts_stream_supported() && !eliza_inference_vad_supported() &&
                !eliza_inference_wakeword_supported() && !eliza_inference_speaker_supported() &&
                !eliza_inference_diariz_supported(),
            "probes of the absent families say 0");
