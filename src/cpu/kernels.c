@@ -83,6 +83,14 @@ static float ref_exp_sum_f32(int64_t n, float m, float *x) {
 static eli_kernels ref_table, avx2_table, avx512_table, neon_table, neon_dp_table, *best_table;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
+/* the low-bit KV kernels of a table's file (kvquant_*.c) over what dst has */
+static void kvq_overlay(eli_kernels *dst, const eli_kvq_kernels *over) {
+    for (int i = 0; i < ELI_KVQ_COUNT; i++) {
+        if (over->score[i]) dst->kvq.score[i] = over->score[i];
+        if (over->accum[i]) dst->kvq.accum[i] = over->accum[i];
+    }
+}
+
 /* dst = base with every non-NULL entry of over applied; the packed kernels are over's only (a table
  * without its own multiplies the row-major data rather than run the reference's packed loops) */
 static void overlay(eli_kernels *dst, const eli_kernels *base, const eli_kernels *over) {
@@ -103,6 +111,7 @@ static void overlay(eli_kernels *dst, const eli_kernels *base, const eli_kernels
         if (over->attn_qk[t]) dst->attn_qk[t] = over->attn_qk[t];
         if (over->attn_pv[t]) dst->attn_pv[t] = over->attn_pv[t];
     }
+    kvq_overlay(dst, &over->kvq);
     if (over->f16_to_f32) dst->f16_to_f32 = over->f16_to_f32;
     if (over->scale_f32) dst->scale_f32 = over->scale_f32;
     if (over->softcap_f32) dst->softcap_f32 = over->softcap_f32;
@@ -129,6 +138,10 @@ static void init_tables(void) {
     ref_table.attn_qk[ELI_TYPE_F16] = ref_qk_f16;
     ref_table.attn_pv[ELI_TYPE_F32] = ref_pv_f32;
     ref_table.attn_pv[ELI_TYPE_F16] = ref_pv_f16;
+    for (int i = 0; i < ELI_KVQ_COUNT; i++) {
+        ref_table.kvq.score[i] = eli_kvq_score_ref;
+        ref_table.kvq.accum[i] = eli_kvq_keys_only(ELI_KVQ_FIRST + (uint32_t)i) ? NULL : eli_kvq_accum_ref;
+    }
     ref_table.f16_to_f32 = ref_f16_to_f32;
     ref_table.scale_f32 = ref_scale_f32;
     ref_table.softcap_f32 = ref_softcap_f32;

@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kvquant.h"
 #include "quants.h"
 
 #define ELI_KERNEL_MAX_NR 8
@@ -69,6 +70,8 @@ typedef struct eli_kernels {
     /* per KV cache type (F32, F16): the fused attention's two halves */
     eli_attn_qk_fn attn_qk[ELI_TYPE_COUNT];
     eli_attn_pv_fn attn_pv[ELI_TYPE_COUNT];
+    /* per low-bit KV type (kvquant.h): attention straight from the quantized cache */
+    eli_kvq_kernels kvq;
     /* n floats */
     void (*f16_to_f32)(int64_t n, const eli_fp16 *x, float *y);
     void (*scale_f32)(int64_t n, float a, float *y);                /* y *= a */
