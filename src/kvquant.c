@@ -406,16 +406,13 @@ void eli_kvq_prepare_query(const eli_kvq *c, const float *q, void *qp) {
     for (int i = 0; i < c->d; i++) amax = fabsf(y[i]) > amax ? fabsf(y[i]) : amax;
     const float id = amax > 0.0f && amax <= 3.4e38f ? 127.0f / amax : 0.0f;
     int8_t *q8 = (int8_t *)qp + 64;
-    int32_t sum = 0;
     for (int i = 0; i < c->d; i++) {
         const float v = y[i] * id; /* |v| <= 127 */
         const int r = v >= 0.0f ? (int)(v + 0.5f) : -(int)(0.5f - v);
         q8[i] = (int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
-        sum += q8[i];
     }
     const float dq = id > 0.0f ? amax / 127.0f : 0.0f;
     memcpy(qp, &dq, sizeof dq);
-    memcpy((uint8_t *)qp + 4, &sum, sizeof sum);
 }
 
 void eli_kvq_finish(const eli_kvq *c, const float *acc, float *out) { unrotate(c, acc, out); }

@@ -93,7 +93,7 @@ void eli_kvq_quantize(const eli_kvq *c, const float *x, int n_head, void *dst);
 void eli_kvq_dequantize(const eli_kvq *c, const void *src, int n_head, float *x);
 
 /* Query side. One query head of d floats -> query_bytes at qp (64-byte aligned for the SIMD kernels):
- *   tbq:   float dq, int32 sum of q8, then at offset 64 int8 q8[d]: Rq rounded to dq * q8, |q8| <= 127;
+ *   tbq:   float dq, then at offset 64 int8 q8[d]: Rq rounded to dq * q8, |q8| <= 127;
  *   polar: float Rq[d];
  *   qjl:   float Sq[d]. */
 void eli_kvq_prepare_query(const eli_kvq *c, const float *q, void *qp);

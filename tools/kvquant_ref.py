@@ -326,7 +326,7 @@ def prepared(t, x, S):
         r = int(v + F32(0.5)) if v >= 0 else -int(F32(0.5) - v)
         q8.append(max(-127, min(127, r)))
     dq = amax / F32(127.0) if idv > 0 else F32(0)
-    head = struct.pack("<fi", dq, sum(q8)) + bytes(56)
+    head = struct.pack("<f", dq) + bytes(60)
     return head + np.array(q8, dtype=np.int8).tobytes()
 
 

@@ -12,10 +12,12 @@
 /* kernels_avx2.c: data only, its functions may be called only after the CPUID check below */
 #if defined(__x86_64__) || defined(__i386__)
 extern const eli_kernels eli_kernels_avx2_table, eli_kernels_avx512_table;
+extern const eli_kvq_kernels eli_kvq_avx2, eli_kvq_avx512; /* kvquant_avx2.c, kvquant_avx512.c */
 #endif
 /* kernels_neon.c (aarch64 only): data, plus the dotprod probe (getauxval HWCAP_ASIMDDP) */
 #if defined(__aarch64__)
 extern const eli_kernels eli_kernels_neon_table, eli_kernels_neon_dotprod_table;
+extern const eli_kvq_kernels eli_kvq_neon, eli_kvq_neon_dotprod; /* kvquant_neon.c */
 int eli_kernels_neon_has_dotprod(void);
 #endif
 
@@ -152,10 +154,12 @@ static void init_tables(void) {
 #if defined(__x86_64__) || defined(__i386__)
     if (eli_kernels_avx2_table.name && f->avx2 && f->fma && f->f16c) {
         overlay(&avx2_table, &ref_table, &eli_kernels_avx2_table);
+        kvq_overlay(&avx2_table, &eli_kvq_avx2);
         best_table = &avx2_table;
         /* the AVX-512 table covers some formats only: laid over the AVX2 one */
         if (eli_kernels_avx512_table.name && f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni) {
             overlay(&avx512_table, &avx2_table, &eli_kernels_avx512_table);
+            kvq_overlay(&avx512_table, &eli_kvq_avx512);
             best_table = &avx512_table;
         }
     }
@@ -163,9 +167,12 @@ static void init_tables(void) {
 #if defined(__aarch64__)
     if (eli_kernels_neon_table.name && f->neon) {
         overlay(&neon_table, &ref_table, &eli_kernels_neon_table);
+        kvq_overlay(&neon_table, &eli_kvq_neon);
         best_table = &neon_table;
         if (eli_kernels_neon_dotprod_table.name && eli_kernels_neon_has_dotprod()) {
             overlay(&neon_dp_table, &ref_table, &eli_kernels_neon_dotprod_table);
+            kvq_overlay(&neon_dp_table, &eli_kvq_neon);
+            kvq_overlay(&neon_dp_table, &eli_kvq_neon_dotprod);
             best_table = &neon_dp_table;
         }
     }

@@ -1,0 +1,247 @@
+/* AVX2 + FMA + F16C kernels of the low-bit KV types (kvquant.h); kernels.c lays them over the AVX2 table
+ * after its CPUID check. Bit-exact with the scalar reference (kvquant_x86.h says how).
+ *  - tbq score: per 32 values the int8 levels come from one vpshufb of the codes, the products with the
+ *    int8 query from vpmaddubsw (|level| times the query with the level's sign), the per-16 multiplier from
+ *    vpmaddwd; one int32 accumulator per query head, one row decoded for up to 4 heads.
+ *  - tbq accumulate, polar, qjl: float, 8 lanes as the reference's. */
+#include "fp_exact.h"
+
+#include "kernels.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+
+#define TBQ_ACC(acc, p16, ms) _mm256_add_epi32(acc, _mm256_madd_epi16(p16, ms))
+#include "kvquant_x86.h"
+
+static void score_tbq4(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
+                       size_t ss) {
+    tbq_score(1, c, nc, rows, rb, G, qp, s, ss);
+}
+
+static void score_tbq3(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
+                       size_t ss) {
+    tbq_score(0, c, nc, rows, rb, G, qp, s, ss);
+}
+
+/* ---- tbq accumulate ---- */
+
+/* the int8 levels of values 16 b .. 16 b + 15 */
+static inline __attribute__((always_inline)) __m128i tbq_levels16(int four, __m128i lut, const uint8_t *codes, int b) {
+    const int i0 = 16 * b;
+    if (four) {
+        const int pos = i0 % 64;
+        __m128i raw = _mm_loadu_si128((const __m128i *)(codes + 32 * (i0 / 64) + pos % 32));
+        if (pos >= 32) raw = _mm_srli_epi16(raw, 4);
+        return _mm_shuffle_epi8(lut, _mm_and_si128(raw, _mm_set1_epi8(0x0F)));
+    }
+    const uint8_t *g = codes + 48 * (i0 / 128);
+    const int pos = i0 % 128, m = pos / 32, half = (pos % 32) / 16;
+    const __m128i lo = _mm_and_si128(_mm_srl_epi16(_mm_loadu_si128((const __m128i *)(g + pos % 32)), _mm_cvtsi32_si128(2 * m)),
+                                     _mm_set1_epi8(3));
+    const __m128i hi = _mm_and_si128(_mm_srl_epi16(_mm_loadu_si128((const __m128i *)(g + 32)), _mm_cvtsi32_si128(2 * m + half)),
+                                     _mm_set1_epi8(1));
+    return _mm_shuffle_epi8(lut, _mm_or_si128(lo, _mm_slli_epi16(hi, 2)));
+}
+
+/* acc[g][16 b .. 16 b + 15] += w[g][j] * (m[j][b] * level), rows j < n, GB heads, in registers over the rows */
+static inline __attribute__((always_inline)) void tbq_accum_tile(int four, int GB, const eli_kvq *c, __m128i lut, int n,
+                                                                 const uint8_t *rows, size_t rb, float w[][KVQ_CHUNK],
+                                                                 const float (*mf)[ELI_KVQ_MAX_DIM / 16], int b,
+                                                                 float *acc) {
+    const int d = c->d;
+    __m256 a[4][2];
+    for (int g = 0; g < GB; g++)
+        for (int h = 0; h < 2; h++) a[g][h] = _mm256_loadu_ps(acc + (size_t)g * d + 16 * b + 8 * h);
+    for (int j = 0; j < n; j++) {
+        const __m128i lv = tbq_levels16(four, lut, rows + (size_t)j * rb + 2 + c->sub_bytes, b);
+        const __m256 m = _mm256_broadcast_ss(&mf[j][b]);
+        const __m256 v0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lv)), m);
+        const __m256 v1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lv, 8))), m);
+        for (int g = 0; g < GB; g++) {
+            const __m256 wg = _mm256_broadcast_ss(&w[g][j]);
+            a[g][0] = _mm256_fmadd_ps(wg, v0, a[g][0]);
+            a[g][1] = _mm256_fmadd_ps(wg, v1, a[g][1]);
+        }
+    }
+    for (int g = 0; g < GB; g++)
+        for (int h = 0; h < 2; h++) _mm256_storeu_ps(acc + (size_t)g * d + 16 * b + 8 * h, a[g][h]);
+}
+
+static inline __attribute__((always_inline)) void tbq_accum(int four, const eli_kvq *c, int nc, const uint8_t *rows,
+                                                            size_t rb, int G, const float *p, size_t ss, float *acc) {
+    if (c->d < (four ? 64 : 128)) {
+        eli_kvq_accum_ref(c, nc, rows, rb, G, p, ss, acc);
+        return;
+    }
+    const int nb = c->d / 16;
+    const __m128i lut = _mm256_castsi256_si128(tbq_lut(c));
+    float sk[KVQ_CHUNK], w[4][KVQ_CHUNK], mf[KVQ_CHUNK][ELI_KVQ_MAX_DIM / 16];
+    for (int j0 = 0; j0 < nc; j0 += KVQ_CHUNK) {
+        const int n = nc - j0 < KVQ_CHUNK ? nc - j0 : KVQ_CHUNK;
+        const uint8_t *r = rows + (size_t)j0 * rb;
+        for (int j = 0; j < n; j++) {
+            const uint8_t *blk = r + (size_t)j * rb;
+            sk[j] = h2f(blk);
+            for (int b = 0; b < nb; b++)
+                mf[j][b] = (float)eli_tq_mult(c->sub_bits, c->sub_bits ? eli_tq_bits_get(blk + 2, c->sub_bytes, (size_t)b * c->sub_bits, c->sub_bits) : 0);
+        }
+        for (int g0 = 0; g0 < G; g0 += 4) {
+            const int GB = G - g0 < 4 ? G - g0 : 4;
+            for (int g = 0; g < GB; g++)
+                for (int j = 0; j < n; j++) w[g][j] = p[(size_t)(g0 + g) * ss + j0 + j] * sk[j];
+            float *ag = acc + (size_t)g0 * c->d;
+            for (int b = 0; b < nb; b++) switch (GB) {
+                case 1: tbq_accum_tile(four, 1, c, lut, n, r, rb, w, (const float(*)[ELI_KVQ_MAX_DIM / 16])mf, b, ag); break;
+                case 2: tbq_accum_tile(four, 2, c, lut, n, r, rb, w, (const float(*)[ELI_KVQ_MAX_DIM / 16])mf, b, ag); break;
+                case 3: tbq_accum_tile(four, 3, c, lut, n, r, rb, w, (const float(*)[ELI_KVQ_MAX_DIM / 16])mf, b, ag); break;
+                default: tbq_accum_tile(four, 4, c, lut, n, r, rb, w, (const float(*)[ELI_KVQ_MAX_DIM / 16])mf, b, ag); break;
+                }
+        }
+    }
+}
+
+static void accum_tbq4(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
+                       float *acc) {
+    tbq_accum(1, c, nc, rows, rb, G, p, ss, acc);
+}
+
+static void accum_tbq3(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
+                       float *acc) {
+    tbq_accum(0, c, nc, rows, rb, G, p, ss, acc);
+}
+
+/* ---- q4_polar ---- */
+
+/* the decoded unit vector's halves e, o (kvquant.c, polar_unit): the radii tree top-down, the levels of 8 or
+ * more angles 8 lanes at a time (their 3-bit codes 8 to 3 bytes), level 1 with its 5-bit codes 8 to 5
+ * bytes and the 32 cells' cos / sin from the first quadrant's 8 turned by quarter turns */
+static void polar_decode(const eli_kvq *c, const uint8_t *blk, float *e, float *o) {
+    const int d = c->d, h = d / 2;
+    const uint8_t *up = blk + ELI_KVQ_POLAR_L1_BYTES(d);
+    const size_t up_bytes = ELI_KVQ_POLAR_UP_BYTES(d);
+    float rho[ELI_KVQ_MAX_DIM / 2];
+    rho[0] = 1.0f;
+    for (int l = c->log2d; l >= 2; l--) {
+        const int n = d >> l;
+        const size_t base = (size_t)h - ((size_t)d >> (l - 1));
+        if (n < 8) {
+            for (int i = 0; i < n; i++) {
+                const unsigned k = eli_tq_bits_get(up, up_bytes, 3 * (base + (size_t)i), 3);
+                const float a = rho[i];
+                rho[i] = a * c->cosl[l - 2][k];
+                rho[i + n] = a * c->sinl[l - 2][k];
+            }
+            continue;
+        }
+        const __m256 ct = _mm256_loadu_ps(c->cosl[l - 2]), st = _mm256_loadu_ps(c->sinl[l - 2]);
+        for (int i = 0; i < n; i += 8) {
+            uint32_t w = 0;
+            memcpy(&w, up + 3 * (base + (size_t)i) / 8, 3);
+            const __m256i k = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)w), _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21)),
+                                               _mm256_set1_epi32(7));
+            const __m256 a = _mm256_loadu_ps(rho + i);
+            _mm256_storeu_ps(rho + i, _mm256_mul_ps(a, _mm256_permutevar8x32_ps(ct, k)));
+            _mm256_storeu_ps(rho + i + n, _mm256_mul_ps(a, _mm256_permutevar8x32_ps(st, k)));
+        }
+    }
+    const __m256 cb = _mm256_loadu_ps(c->cos1), sb = _mm256_loadu_ps(c->sin1);
+    const __m256i sign = _mm256_set1_epi32((int)0x80000000u);
+    for (int i = 0; i < h; i += 8) {
+        uint64_t w = 0;
+        memcpy(&w, blk + 5 * (size_t)i / 8, 5);
+        const __m256i v = _mm256_set1_epi64x((long long)w);
+        const __m256i lo = _mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 5, 10, 15));
+        const __m256i hi = _mm256_srlv_epi64(v, _mm256_setr_epi64x(20, 25, 30, 35));
+        const __m256i k = _mm256_and_si256(
+            _mm256_permutevar8x32_epi32(_mm256_blend_epi32(lo, _mm256_slli_epi64(hi, 32), 0xAA), _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7)),
+            _mm256_set1_epi32(31));
+        /* cell 8q + r: (cos, sin) of cell r, swapped for odd q, cos negated for q = 1, 2 and sin for q = 2, 3 */
+        const __m256i r = _mm256_and_si256(k, _mm256_set1_epi32(7));
+        const __m256 c0 = _mm256_permutevar8x32_ps(cb, r), s0 = _mm256_permutevar8x32_ps(sb, r);
+        const __m256 odd = _mm256_castsi256_ps(_mm256_slli_epi32(k, 28));
+        const __m256i b4 = _mm256_slli_epi32(k, 27);
+        const __m256 cn = _mm256_castsi256_ps(_mm256_and_si256(_mm256_xor_si256(_mm256_slli_epi32(k, 28), b4), sign));
+        const __m256 sn = _mm256_castsi256_ps(_mm256_and_si256(b4, sign));
+        const __m256 cs = _mm256_xor_ps(_mm256_blendv_ps(c0, s0, odd), cn);
+        const __m256 sn2 = _mm256_xor_ps(_mm256_blendv_ps(s0, c0, odd), sn);
+        const __m256 rr = _mm256_loadu_ps(rho + i);
+        _mm256_storeu_ps(e + i, _mm256_mul_ps(rr, cs));
+        _mm256_storeu_ps(o + i, _mm256_mul_ps(rr, sn2));
+    }
+}
+
+static void score_polar(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
+                        size_t ss) {
+    const int h = c->d / 2;
+    float e[ELI_KVQ_MAX_DIM / 2], o[ELI_KVQ_MAX_DIM / 2];
+    for (int j = 0; j < nc; j++) {
+        const uint8_t *blk = rows + (size_t)j * rb;
+        polar_decode(c, blk, e, o);
+        const float r = h2f(blk + c->head_bytes - 2);
+        for (int g = 0; g < G; g++) {
+            const float *q = (const float *)((const uint8_t *)qp + (size_t)g * c->query_bytes);
+            __m256 acc = _mm256_setzero_ps();
+            for (int i = 0; i < h; i += 8) {
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(e + i), acc);
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + h + i), _mm256_loadu_ps(o + i), acc);
+            }
+            s[(size_t)g * ss + j] = r * hsum_ps(acc);
+        }
+    }
+}
+
+static void accum_polar(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
+                        float *acc) {
+    const int d = c->d, h = d / 2;
+    float e[ELI_KVQ_MAX_DIM / 2], o[ELI_KVQ_MAX_DIM / 2];
+    for (int j = 0; j < nc; j++) {
+        const uint8_t *blk = rows + (size_t)j * rb;
+        polar_decode(c, blk, e, o);
+        const float r = h2f(blk + c->head_bytes - 2);
+        for (int g = 0; g < G; g++) {
+            const __m256 w = _mm256_set1_ps(p[(size_t)g * ss + j] * r);
+            float *a = acc + (size_t)g * d;
+            for (int i = 0; i < h; i += 8) {
+                _mm256_storeu_ps(a + i, _mm256_fmadd_ps(w, _mm256_loadu_ps(e + i), _mm256_loadu_ps(a + i)));
+                _mm256_storeu_ps(a + h + i, _mm256_fmadd_ps(w, _mm256_loadu_ps(o + i), _mm256_loadu_ps(a + h + i)));
+            }
+        }
+    }
+}
+
+/* ---- qjl1_256: +-Sq by the sign bits (an XOR of the float sign), 8 lanes ---- */
+
+static void score_qjl(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
+                      size_t ss) {
+    const int d = c->d;
+    const __m256i sel = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    const __m256 neg = _mm256_set1_ps(-0.0f);
+    for (int j = 0; j < nc; j++) {
+        const uint8_t *blk = rows + (size_t)j * rb;
+        const float w = h2f(blk + d / 8) * c->qjl_factor;
+        for (int g0 = 0; g0 < G; g0 += 8) {
+            const int GB = G - g0 < 8 ? G - g0 : 8;
+            __m256 acc[8];
+            for (int g = 0; g < GB; g++) acc[g] = _mm256_setzero_ps();
+            for (int i = 0; i < d; i += 8) {
+                const __m256i set = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(blk[i / 8]), sel), sel);
+                const __m256 flip = _mm256_andnot_ps(_mm256_castsi256_ps(set), neg);
+                for (int g = 0; g < GB; g++) {
+                    const float *z = (const float *)((const uint8_t *)qp + (size_t)(g0 + g) * c->query_bytes);
+                    acc[g] = _mm256_add_ps(acc[g], _mm256_xor_ps(_mm256_loadu_ps(z + i), flip));
+                }
+            }
+            for (int g = 0; g < GB; g++) s[(size_t)(g0 + g) * ss + j] = w * hsum_ps(acc[g]);
+        }
+    }
+}
+
+const eli_kvq_kernels eli_kvq_avx2 = {
+    .score = {score_tbq4, score_tbq3, score_polar, score_qjl},
+    .accum = {accum_tbq4, accum_tbq3, accum_polar, NULL},
+};
+
+#else
+/* Built without the AVX2 flags: no kernels (kernels.c references them on x86 only). */
+const eli_kvq_kernels eli_kvq_avx2 = {{NULL}, {NULL}};
+#endif

@@ -1,0 +1,352 @@
+/* AArch64 NEON kernels of the low-bit KV types (kvquant.h), two sets like kernels_neon.c: plain NEON, and
+ * the tbq scores with SDOT (the dotprod set, handed out by kernels.c only after its HWCAP check). On any
+ * other architecture this file compiles to nothing.
+ *
+ * Bit-exact with the scalar reference (kvquant.c): tbq scores are integer sums per 16 values (vmull_s8 and
+ * pairwise adds, or one SDOT) times the 16 values' multiplier, then the reference's two float multiplies;
+ * the float kernels do the reference's per-element FMAs (vfmaq) in its order, and its 8 lanes as two
+ * float32x4 (lanes 0-3 and 4-7) added in its tree. */
+#include "fp_exact.h"
+
+#include "kernels.h"
+
+#if defined(__aarch64__) && defined(__ARM_NEON)
+
+#include <arm_neon.h>
+#include <string.h>
+
+#include "tquant.h"
+
+#if defined(__clang__)
+#define DOTPROD __attribute__((target("dotprod")))
+#else
+#define DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
+#endif
+#if defined(__clang__) && !defined(__ARM_FEATURE_DOTPROD)
+static inline DOTPROD int32x4_t kvq_sdot(int32x4_t acc, int8x16_t a, int8x16_t b) {
+    __asm__("sdot %0.4s, %1.16b, %2.16b" : "+w"(acc) : "w"(a), "w"(b));
+    return acc;
+}
+#else
+#define kvq_sdot vdotq_s32
+#endif
+
+#define KVQ_CHUNK 64
+
+static inline float h2f(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
+}
+
+/* ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)) of lanes lo = 0-3, hi = 4-7 */
+static inline float lanes8_sum(float32x4_t lo, float32x4_t hi) {
+    const float32x4_t s = vaddq_f32(lo, hi);
+    return (vgetq_lane_f32(s, 0) + vgetq_lane_f32(s, 2)) + (vgetq_lane_f32(s, 1) + vgetq_lane_f32(s, 3));
+}
+
+/* ---- tbq4_0 / tbq3_0 ---- */
+
+static inline int8x16_t tbq_lut(const eli_kvq *c) {
+    int8_t l[16] = {0};
+    memcpy(l, c->cb->levels, (size_t)c->cb->n_levels);
+    return vld1q_s8(l);
+}
+
+/* the int8 levels of values 16 b .. 16 b + 15 */
+static inline __attribute__((always_inline)) int8x16_t tbq_levels16(int four, int8x16_t lut, const uint8_t *codes, int b) {
+    const int i0 = 16 * b;
+    if (four) {
+        const int pos = i0 % 64;
+        uint8x16_t raw = vld1q_u8(codes + 32 * (i0 / 64) + pos % 32);
+        raw = pos >= 32 ? vshrq_n_u8(raw, 4) : vandq_u8(raw, vdupq_n_u8(0x0F));
+        return vqtbl1q_s8(lut, raw);
+    }
+    const uint8_t *g = codes + 48 * (i0 / 128);
+    const int pos = i0 % 128, m = pos / 32, half = (pos % 32) / 16;
+    const uint8x16_t lo = vandq_u8(vshlq_u8(vld1q_u8(g + pos % 32), vdupq_n_s8((int8_t)(-2 * m))), vdupq_n_u8(3));
+    const uint8x16_t hi = vandq_u8(vshlq_u8(vld1q_u8(g + 32), vdupq_n_s8((int8_t)(-(2 * m + half)))), vdupq_n_u8(1));
+    return vqtbl1q_s8(lut, vorrq_u8(lo, vshlq_n_u8(hi, 2)));
+}
+
+static inline void tbq_mults(const eli_kvq *c, const uint8_t *blk, int32_t *m) {
+    for (int b = 0; b < c->d / 16; b++)
+        m[b] = eli_tq_mult(c->sub_bits, c->sub_bits ? eli_tq_bits_get(blk + 2, c->sub_bytes, (size_t)b * c->sub_bits, c->sub_bits) : 0);
+}
+
+/* the int32 sums of 4 products per lane of 16 levels and 16 query bytes */
+static inline int32x4_t dot16(int8x16_t lv, int8x16_t q) {
+    const int16x8_t p = vaddq_s16(vmull_s8(vget_low_s8(lv), vget_low_s8(q)), vmull_high_s8(lv, q)); /* |.| <= 32258 */
+    return vpaddlq_s16(p);
+}
+
+#define DEF_TBQ_SCORE(NAME, ATTR, DOT)                                                                               \
+    static ATTR void NAME(int four, const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp,  \
+                          float *s, size_t ss) {                                                                      \
+        if (c->d < (four ? 64 : 128)) {                                                                               \
+            eli_kvq_score_ref(c, nc, rows, rb, G, qp, s, ss);                                                         \
+            return;                                                                                                   \
+        }                                                                                                             \
+        const int8x16_t lut = tbq_lut(c);                                                                            \
+        int32_t m[ELI_KVQ_MAX_DIM / 16];                                                                              \
+        for (int j = 0; j < nc; j++) {                                                                                \
+            const uint8_t *blk = rows + (size_t)j * rb, *codes = blk + 2 + c->sub_bytes;                             \
+            tbq_mults(c, blk, m);                                                                                     \
+            const float sk = h2f(blk);                                                                                \
+            for (int g0 = 0; g0 < G; g0 += 8) {                                                                       \
+                const int GB = G - g0 < 8 ? G - g0 : 8;                                                               \
+                int32x4_t acc[8];                                                                                     \
+                for (int g = 0; g < GB; g++) acc[g] = vdupq_n_s32(0);                                                 \
+                for (int b = 0; b < c->d / 16; b++) {                                                                 \
+                    const int8x16_t lv = tbq_levels16(four, lut, codes, b);                                           \
+                    for (int g = 0; g < GB; g++) {                                                                    \
+                        const int8_t *q8 = (const int8_t *)qp + (size_t)(g0 + g) * c->query_bytes + 64;              \
+                        acc[g] = vmlaq_n_s32(acc[g], DOT(lv, vld1q_s8(q8 + 16 * b)), m[b]);                           \
+                    }                                                                                                 \
+                }                                                                                                     \
+                for (int g = 0; g < GB; g++) {                                                                        \
+                    float dq;                                                                                         \
+                    memcpy(&dq, (const uint8_t *)qp + (size_t)(g0 + g) * c->query_bytes, sizeof dq);                  \
+                    s[(size_t)(g0 + g) * ss + j] = (sk * dq) * (float)vaddvq_s32(acc[g]);                             \
+                }                                                                                                     \
+            }                                                                                                         \
+        }                                                                                                             \
+    }
+
+static inline DOTPROD int32x4_t dot16_dp(int8x16_t lv, int8x16_t q) { return kvq_sdot(vdupq_n_s32(0), lv, q); }
+
+DEF_TBQ_SCORE(tbq_score, , dot16)
+DEF_TBQ_SCORE(tbq_score_dp, DOTPROD, dot16_dp)
+
+static void score_tbq4(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
+                       size_t ss) {
+    tbq_score(1, c, nc, rows, rb, G, qp, s, ss);
+}
+static void score_tbq3(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
+                       size_t ss) {
+    tbq_score(0, c, nc, rows, rb, G, qp, s, ss);
+}
+static DOTPROD void score_tbq4_dp(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp,
+                                  float *s, size_t ss) {
+    tbq_score_dp(1, c, nc, rows, rb, G, qp, s, ss);
+}
+static DOTPROD void score_tbq3_dp(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp,
+                                  float *s, size_t ss) {
+    tbq_score_dp(0, c, nc, rows, rb, G, qp, s, ss);
+}
+
+/* acc[g][16 b ..] += w[g][j] * (m * level), GB (<= 4) heads in registers over the chunk's rows */
+static inline __attribute__((always_inline)) void tbq_accum_tile(int four, int GB, const eli_kvq *c, int8x16_t lut,
+                                                                 int n, const uint8_t *rows, size_t rb,
+                                                                 float w[][KVQ_CHUNK], float mf[][ELI_KVQ_MAX_DIM / 16],
+                                                                 int b, float *acc) {
+    const int d = c->d;
+    float32x4_t a[4][4];
+    for (int g = 0; g < GB; g++)
+        for (int k = 0; k < 4; k++) a[g][k] = vld1q_f32(acc + (size_t)g * d + 16 * b + 4 * k);
+    for (int j = 0; j < n; j++) {
+        const int8x16_t lv = tbq_levels16(four, lut, rows + (size_t)j * rb + 2 + c->sub_bytes, b);
+        const int16x8_t l0 = vmovl_s8(vget_low_s8(lv)), l1 = vmovl_high_s8(lv);
+        float32x4_t v[4] = {vcvtq_f32_s32(vmovl_s16(vget_low_s16(l0))), vcvtq_f32_s32(vmovl_high_s16(l0)),
+                            vcvtq_f32_s32(vmovl_s16(vget_low_s16(l1))), vcvtq_f32_s32(vmovl_high_s16(l1))};
+        for (int k = 0; k < 4; k++) v[k] = vmulq_n_f32(v[k], mf[j][b]);
+        for (int g = 0; g < GB; g++) {
+            const float32x4_t wg = vdupq_n_f32(w[g][j]);
+            for (int k = 0; k < 4; k++) a[g][k] = vfmaq_f32(a[g][k], wg, v[k]);
+        }
+    }
+    for (int g = 0; g < GB; g++)
+        for (int k = 0; k < 4; k++) vst1q_f32(acc + (size_t)g * d + 16 * b + 4 * k, a[g][k]);
+}
+
+static inline __attribute__((always_inline)) void tbq_accum(int four, const eli_kvq *c, int nc, const uint8_t *rows,
+                                                            size_t rb, int G, const float *p, size_t ss, float *acc) {
+    if (c->d < (four ? 64 : 128)) {
+        eli_kvq_accum_ref(c, nc, rows, rb, G, p, ss, acc);
+        return;
+    }
+    const int nb = c->d / 16;
+    const int8x16_t lut = tbq_lut(c);
+    float sk[KVQ_CHUNK], w[4][KVQ_CHUNK], mf[KVQ_CHUNK][ELI_KVQ_MAX_DIM / 16];
+    int32_t m[ELI_KVQ_MAX_DIM / 16];
+    for (int j0 = 0; j0 < nc; j0 += KVQ_CHUNK) {
+        const int n = nc - j0 < KVQ_CHUNK ? nc - j0 : KVQ_CHUNK;
+        const uint8_t *r = rows + (size_t)j0 * rb;
+        for (int j = 0; j < n; j++) {
+            sk[j] = h2f(r + (size_t)j * rb);
+            tbq_mults(c, r + (size_t)j * rb, m);
+            for (int b = 0; b < nb; b++) mf[j][b] = (float)m[b];
+        }
+        for (int g0 = 0; g0 < G; g0 += 4) {
+            const int GB = G - g0 < 4 ? G - g0 : 4;
+            for (int g = 0; g < GB; g++)
+                for (int j = 0; j < n; j++) w[g][j] = p[(size_t)(g0 + g) * ss + j0 + j] * sk[j];
+            float *ag = acc + (size_t)g0 * c->d;
+            for (int b = 0; b < nb; b++) switch (GB) {
+                case 1: tbq_accum_tile(four, 1, c, lut, n, r, rb, w, mf, b, ag); break;
+                case 2: tbq_accum_tile(four, 2, c, lut, n, r, rb, w, mf, b, ag); break;
+                case 3: tbq_accum_tile(four, 3, c, lut, n, r, rb, w, mf, b, ag); break;
+                default: tbq_accum_tile(four, 4, c, lut, n, r, rb, w, mf, b, ag); break;
+                }
+        }
+    }
+}
+
+static void accum_tbq4(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
+                       float *acc) {
+    tbq_accum(1, c, nc, rows, rb, G, p, ss, acc);
+}
+static void accum_tbq3(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
+                       float *acc) {
+    tbq_accum(0, c, nc, rows, rb, G, p, ss, acc);
+}
+
+/* ---- q4_polar ---- */
+
+/* 8 floats of table t (8 entries) at the 8 indices k (two uint32x4) */
+static inline void lookup8(const float *t, uint32x4_t k0, uint32x4_t k1, float32x4_t *v0, float32x4_t *v1) {
+    const uint8x16x2_t tab = {{vld1q_u8((const uint8_t *)t), vld1q_u8((const uint8_t *)t + 16)}};
+    const uint32x4_t spread = vdupq_n_u32(0x04040404u), base = vdupq_n_u32(0x03020100u);
+    *v0 = vreinterpretq_f32_u8(vqtbl2q_u8(tab, vreinterpretq_u8_u32(vmlaq_u32(base, k0, spread))));
+    *v1 = vreinterpretq_f32_u8(vqtbl2q_u8(tab, vreinterpretq_u8_u32(vmlaq_u32(base, k1, spread))));
+}
+
+/* the decoded unit vector's halves (kvquant.c, polar_unit), 8 angles at a time where a level has 8 */
+static void polar_decode(const eli_kvq *c, const uint8_t *blk, float *e, float *o) {
+    const int d = c->d, h = d / 2;
+    const uint8_t *up = blk + ELI_KVQ_POLAR_L1_BYTES(d);
+    const size_t up_bytes = ELI_KVQ_POLAR_UP_BYTES(d);
+    static const int32_t sh3[8] = {0, -3, -6, -9, -12, -15, -18, -21};
+    float rho[ELI_KVQ_MAX_DIM / 2];
+    rho[0] = 1.0f;
+    for (int l = c->log2d; l >= 2; l--) {
+        const int n = d >> l;
+        const size_t base = (size_t)h - ((size_t)d >> (l - 1));
+        if (n < 8) {
+            for (int i = 0; i < n; i++) {
+                const unsigned k = eli_tq_bits_get(up, up_bytes, 3 * (base + (size_t)i), 3);
+                const float a = rho[i];
+                rho[i] = a * c->cosl[l - 2][k];
+                rho[i + n] = a * c->sinl[l - 2][k];
+            }
+            continue;
+        }
+        for (int i = 0; i < n; i += 8) {
+            uint32_t w = 0;
+            memcpy(&w, up + 3 * (base + (size_t)i) / 8, 3);
+            const uint32x4_t wv = vdupq_n_u32(w), seven = vdupq_n_u32(7);
+            const uint32x4_t k0 = vandq_u32(vshlq_u32(wv, vld1q_s32(sh3)), seven);
+            const uint32x4_t k1 = vandq_u32(vshlq_u32(wv, vld1q_s32(sh3 + 4)), seven);
+            float32x4_t c0, c1, s0, s1;
+            lookup8(c->cosl[l - 2], k0, k1, &c0, &c1);
+            lookup8(c->sinl[l - 2], k0, k1, &s0, &s1);
+            const float32x4_t a0 = vld1q_f32(rho + i), a1 = vld1q_f32(rho + i + 4);
+            vst1q_f32(rho + i, vmulq_f32(a0, c0));
+            vst1q_f32(rho + i + 4, vmulq_f32(a1, c1));
+            vst1q_f32(rho + i + n, vmulq_f32(a0, s0));
+            vst1q_f32(rho + i + n + 4, vmulq_f32(a1, s1));
+        }
+    }
+    static const int64_t sh5[8] = {0, -5, -10, -15, -20, -25, -30, -35};
+    const uint32x4_t sign = vdupq_n_u32(0x80000000u);
+    for (int i = 0; i < h; i += 8) {
+        uint64_t w = 0;
+        memcpy(&w, blk + 5 * (size_t)i / 8, 5);
+        const uint64x2_t wv = vdupq_n_u64(w);
+        uint32x4_t k[2];
+        for (int hf = 0; hf < 2; hf++)
+            k[hf] = vandq_u32(vcombine_u32(vmovn_u64(vshlq_u64(wv, vld1q_s64(sh5 + 4 * hf))),
+                                           vmovn_u64(vshlq_u64(wv, vld1q_s64(sh5 + 4 * hf + 2)))),
+                              vdupq_n_u32(31));
+        /* cell 8q + r: (cos, sin) of cell r, swapped for odd q, cos negated for q = 1, 2 and sin for q = 2, 3 */
+        float32x4_t cb[2], sb[2];
+        lookup8(c->cos1, vandq_u32(k[0], vdupq_n_u32(7)), vandq_u32(k[1], vdupq_n_u32(7)), &cb[0], &cb[1]);
+        lookup8(c->sin1, vandq_u32(k[0], vdupq_n_u32(7)), vandq_u32(k[1], vdupq_n_u32(7)), &sb[0], &sb[1]);
+        for (int hf = 0; hf < 2; hf++) {
+            const uint32x4_t odd = vtstq_u32(k[hf], vdupq_n_u32(8));
+            const uint32x4_t b4 = vshlq_n_u32(k[hf], 27), b3 = vshlq_n_u32(k[hf], 28);
+            const uint32x4_t cn = vandq_u32(veorq_u32(b3, b4), sign), sn = vandq_u32(b4, sign);
+            const float32x4_t cs = vreinterpretq_f32_u32(veorq_u32(vreinterpretq_u32_f32(vbslq_f32(odd, sb[hf], cb[hf])), cn));
+            const float32x4_t ss = vreinterpretq_f32_u32(veorq_u32(vreinterpretq_u32_f32(vbslq_f32(odd, cb[hf], sb[hf])), sn));
+            const float32x4_t rr = vld1q_f32(rho + i + 4 * hf);
+            vst1q_f32(e + i + 4 * hf, vmulq_f32(rr, cs));
+            vst1q_f32(o + i + 4 * hf, vmulq_f32(rr, ss));
+        }
+    }
+}
+
+static void score_polar(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
+                        size_t ss) {
+    const int h = c->d / 2;
+    float e[ELI_KVQ_MAX_DIM / 2], o[ELI_KVQ_MAX_DIM / 2];
+    for (int j = 0; j < nc; j++) {
+        const uint8_t *blk = rows + (size_t)j * rb;
+        polar_decode(c, blk, e, o);
+        const float r = h2f(blk + c->head_bytes - 2);
+        for (int g = 0; g < G; g++) {
+            const float *q = (const float *)((const uint8_t *)qp + (size_t)g * c->query_bytes);
+            float32x4_t lo = vdupq_n_f32(0.0f), hi = vdupq_n_f32(0.0f);
+            for (int i = 0; i < h; i += 8) {
+                lo = vfmaq_f32(lo, vld1q_f32(q + i), vld1q_f32(e + i));
+                hi = vfmaq_f32(hi, vld1q_f32(q + i + 4), vld1q_f32(e + i + 4));
+                lo = vfmaq_f32(lo, vld1q_f32(q + h + i), vld1q_f32(o + i));
+                hi = vfmaq_f32(hi, vld1q_f32(q + h + i + 4), vld1q_f32(o + i + 4));
+            }
+            s[(size_t)g * ss + j] = r * lanes8_sum(lo, hi);
+        }
+    }
+}
+
+static void accum_polar(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
+                        float *acc) {
+    const int d = c->d, h = d / 2;
+    float e[ELI_KVQ_MAX_DIM / 2], o[ELI_KVQ_MAX_DIM / 2];
+    for (int j = 0; j < nc; j++) {
+        const uint8_t *blk = rows + (size_t)j * rb;
+        polar_decode(c, blk, e, o);
+        const float r = h2f(blk + c->head_bytes - 2);
+        for (int g = 0; g < G; g++) {
+            const float32x4_t w = vdupq_n_f32(p[(size_t)g * ss + j] * r);
+            float *a = acc + (size_t)g * d;
+            for (int i = 0; i < h; i += 4) {
+                vst1q_f32(a + i, vfmaq_f32(vld1q_f32(a + i), w, vld1q_f32(e + i)));
+                vst1q_f32(a + h + i, vfmaq_f32(vld1q_f32(a + h + i), w, vld1q_f32(o + i)));
+            }
+        }
+    }
+}
+
+/* ---- qjl1_256 ---- */
+
+static void score_qjl(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
+                      size_t ss) {
+    const int d = c->d;
+    static const uint32_t sel[8] = {1, 2, 4, 8, 16, 32, 64, 128};
+    const uint32x4_t sel0 = vld1q_u32(sel), sel1 = vld1q_u32(sel + 4), neg = vdupq_n_u32(0x80000000u);
+    for (int j = 0; j < nc; j++) {
+        const uint8_t *blk = rows + (size_t)j * rb;
+        const float w = h2f(blk + d / 8) * c->qjl_factor;
+        for (int g = 0; g < G; g++) {
+            const float *z = (const float *)((const uint8_t *)qp + (size_t)g * c->query_bytes);
+            float32x4_t lo = vdupq_n_f32(0.0f), hi = vdupq_n_f32(0.0f);
+            for (int i = 0; i < d; i += 8) {
+                const uint32x4_t bv = vdupq_n_u32(blk[i / 8]);
+                const uint32x4_t f0 = vbicq_u32(neg, vtstq_u32(bv, sel0)), f1 = vbicq_u32(neg, vtstq_u32(bv, sel1));
+                lo = vaddq_f32(lo, vreinterpretq_f32_u32(veorq_u32(vreinterpretq_u32_f32(vld1q_f32(z + i)), f0)));
+                hi = vaddq_f32(hi, vreinterpretq_f32_u32(veorq_u32(vreinterpretq_u32_f32(vld1q_f32(z + i + 4)), f1)));
+            }
+            s[(size_t)g * ss + j] = w * lanes8_sum(lo, hi);
+        }
+    }
+}
+
+const eli_kvq_kernels eli_kvq_neon = {
+    .score = {score_tbq4, score_tbq3, score_polar, score_qjl},
+    .accum = {accum_tbq4, accum_tbq3, accum_polar, NULL},
+};
+const eli_kvq_kernels eli_kvq_neon_dotprod = {.score = {score_tbq4_dp, score_tbq3_dp}};
+
+#else
+/* Not an aarch64 NEON build: nothing here (kernels.c only references these sets on aarch64). */
+typedef int eli_kvq_neon_unused;
+#endif

@@ -1,0 +1,123 @@
+/* The x86 kernels of the low-bit KV types (kvquant.h), shared by kvquant_avx2.c and kvquant_avx512.c, which
+ * include this after defining TBQ_ACC(acc, p16, ms): acc (8 int32) += the int16 pair sums p16 times the
+ * int16 multipliers ms, pairwise (AVX2: vpmaddwd + vpaddd; AVX-512 VNNI: one vpdpwssd). Compiled with at
+ * least -mavx2 -mfma -mf16c; not a public header.
+ *
+ * Bit-exact with the reference (kvquant.c): tbq scores are integer sums (any order) times the same two
+ * float multiplies; the float kernels do the reference's per-element FMAs in its order and its 8-lane sums
+ * (lane i % 8 is vector lane i % 8) with kernels_x86.h's hsum_ps tree. Head dims the vector code does not
+ * cover (tbq4_0 below 64, tbq3_0 below 128) go to the reference. */
+#ifndef ELI_KVQUANT_X86_H
+#define ELI_KVQUANT_X86_H
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels_x86.h"
+#include "kvquant.h"
+#include "tquant.h"
+
+#define KVQ_CHUNK 64 /* rows whose per-row scalars are gathered at once by the accumulate kernels */
+
+static inline int kvq_hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* ---- tbq4_0 / tbq3_0 ---- */
+
+/* the multipliers of sub-blocks k0 .. k0+7 (k0 a multiple of 8) as int32 words m * 0x10001 (m in both int16
+ * halves, for vpmaddwd); reads at most 4 bytes from the stream (the codes follow it in the head) */
+static inline __m256i tbq_mult_words(const eli_kvq *c, const uint8_t *blk, int k0) {
+    if (!c->sub_bits) return _mm256_set1_epi32(0x10001);
+    uint32_t w = 0;
+    __m256i m;
+    if (c->sub_bits == 3) {
+        memcpy(&w, blk + 2 + 3 * k0 / 8, 3);
+        m = _mm256_add_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)w), _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21)),
+                                              _mm256_set1_epi32(7)),
+                             _mm256_set1_epi32(7));
+    } else {
+        memcpy(&w, blk + 2 + k0 / 4, 2);
+        m = _mm256_add_epi32(_mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)w), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+                                              _mm256_set1_epi32(3)),
+                             _mm256_set1_epi32(4));
+    }
+    return _mm256_or_si256(m, _mm256_slli_epi32(m, 16));
+}
+
+/* the codes of values 32 ch .. 32 ch + 31 as bytes */
+static inline __attribute__((always_inline)) __m256i tbq_codes32(int four, const uint8_t *codes, int ch) {
+    if (four) {
+        __m256i raw = loadu256(codes + 32 * (ch >> 1));
+        if (ch & 1) raw = _mm256_srli_epi16(raw, 4);
+        return _mm256_and_si256(raw, _mm256_set1_epi8(0x0F));
+    }
+    const uint8_t *g = codes + 48 * (ch >> 2);
+    const int m = ch & 3;
+    const __m256i lo = _mm256_and_si256(_mm256_srl_epi16(loadu256(g), _mm_cvtsi32_si128(2 * m)), _mm256_set1_epi8(3));
+    const __m256i hb = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(g + 32)));
+    const __m256i bit = _mm256_setr_m128i(_mm_set1_epi8((char)(1 << (2 * m))), _mm_set1_epi8((char)(1 << (2 * m + 1))));
+    const __m256i hi = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, bit), bit), _mm256_set1_epi8(4));
+    return _mm256_or_si256(lo, hi);
+}
+
+static inline __m256i tbq_lut(const eli_kvq *c) {
+    int8_t l[16] = {0};
+    memcpy(l, c->cb->levels, (size_t)c->cb->n_levels);
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)l));
+}
+
+/* one row against GB (<= 4) prepared queries */
+static inline __attribute__((always_inline)) void tbq_score_row(int four, int GB, const eli_kvq *c, __m256i lut,
+                                                                const uint8_t *blk, const uint8_t *qp, float *s,
+                                                                size_t ss) {
+    const uint8_t *codes = blk + 2 + c->sub_bytes;
+    const __m256i idx[4] = {_mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
+                            _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5), _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7)};
+    __m256i acc[4];
+    for (int g = 0; g < GB; g++) acc[g] = _mm256_setzero_si256();
+    __m256i words = _mm256_setzero_si256();
+    for (int ch = 0; ch < c->d / 32; ch++) {
+        if (ch % 4 == 0) words = tbq_mult_words(c, blk, 2 * ch);
+        const __m256i ms = _mm256_permutevar8x32_epi32(words, idx[ch & 3]);
+        const __m256i lv = _mm256_shuffle_epi8(lut, tbq_codes32(four, codes, ch));
+        const __m256i a = _mm256_abs_epi8(lv);
+        for (int g = 0; g < GB; g++) {
+            const __m256i q = loadu256(qp + (size_t)g * c->query_bytes + 64 + 32 * ch);
+            acc[g] = TBQ_ACC(acc[g], _mm256_maddubs_epi16(a, _mm256_sign_epi8(q, lv)), ms);
+        }
+    }
+    const float sk = h2f(blk);
+    for (int g = 0; g < GB; g++) {
+        float dq;
+        memcpy(&dq, qp + (size_t)g * c->query_bytes, sizeof dq);
+        s[(size_t)g * ss] = (sk * dq) * (float)kvq_hsum_epi32(acc[g]);
+    }
+}
+
+static inline __attribute__((always_inline)) void tbq_score(int four, const eli_kvq *c, int nc, const uint8_t *rows,
+                                                            size_t rb, int G, const void *qp, float *s, size_t ss) {
+    if (c->d < (four ? 64 : 128)) {
+        eli_kvq_score_ref(c, nc, rows, rb, G, qp, s, ss);
+        return;
+    }
+    const __m256i lut = tbq_lut(c);
+    for (int g0 = 0; g0 < G; g0 += 4) {
+        const uint8_t *qg = (const uint8_t *)qp + (size_t)g0 * c->query_bytes;
+        float *sg = s + (size_t)g0 * ss;
+        for (int j = 0; j < nc; j++) {
+            const uint8_t *blk = rows + (size_t)j * rb;
+            switch (G - g0 < 4 ? G - g0 : 4) {
+            case 1: tbq_score_row(four, 1, c, lut, blk, qg, sg + j, ss); break;
+            case 2: tbq_score_row(four, 2, c, lut, blk, qg, sg + j, ss); break;
+            case 3: tbq_score_row(four, 3, c, lut, blk, qg, sg + j, ss); break;
+            default: tbq_score_row(four, 4, c, lut, blk, qg, sg + j, ss); break;
+            }
+        }
+    }
+}
+
+#endif
