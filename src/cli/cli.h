@@ -21,6 +21,7 @@ int cli_bench(int argc, char **argv);
 int cli_bench_chat(int argc, char **argv);
 int cli_synth(int argc, char **argv);
 int cli_bench_kv(int argc, char **argv);
+int cli_quantize(int argc, char **argv);
 
 /* Prints "eliza-infer: <msg>" to stderr and returns 1. */
 int cli_die(const char *fmt, ...)

@@ -27,6 +27,7 @@ static const cli_command commands[] = {
     {"bench", cli_bench, "measure prefill / decode speed, TTFT, peak RSS and memory bandwidth"},
     {"bench-chat", cli_bench_chat, "a long multi-turn chat: prefix reuse, TTFT of follow-ups vs fresh prompts, RSS per turn"},
     {"synth", cli_synth, "write a random-weight Gemma 4 GGUF with the true geometry of a model size"},
+    {"quantize", cli_quantize, "write a GGUF in another weight type (llama-quantize's mixtures, byte for byte)"},
     {"bench-kv", cli_bench_kv, "decode attention's kernels per cached row for every KV cache type"},
 };
 
