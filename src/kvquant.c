@@ -125,7 +125,6 @@ eli_kvq *eli_kvq_create(uint32_t type, int64_t head_dim, eli_error *err) {
     c->d = d;
     while ((1 << c->log2d) < d) c->log2d++;
     c->head_bytes = eli_kvq_head_bytes(type, d);
-    c->inv_sqrt_d = (float)(1.0 / sqrt((double)d));
     if (type == ELI_KV_QJL1_256) {
         c->query_bytes = (size_t)d * sizeof(float);
         c->qjl_factor = (float)(1.25331413731550025121 / d); /* sqrt(pi / 2) / d */
@@ -134,9 +133,6 @@ eli_kvq *eli_kvq_create(uint32_t type, int64_t head_dim, eli_error *err) {
         fill_gaussian(c->proj, (size_t)d * (size_t)d, QJL_SEED);
         return c;
     }
-    c->sign = malloc((size_t)d * sizeof(float));
-    if (!c->sign) goto oom;
-    eli_tq_signs(c->sign, d);
     if (type == ELI_KV_Q4_POLAR) {
         c->query_bytes = (size_t)d * sizeof(float);
         c->cos1 = kvq_polar_cos1;
@@ -158,13 +154,12 @@ oom:
 
 void eli_kvq_free(eli_kvq *c) {
     if (!c) return;
-    free(c->sign);
     free(c->proj);
     free(c);
 }
 
-static void rotate(const eli_kvq *c, const float *x, float *y) { eli_tq_rotate(c->sign, c->inv_sqrt_d, x, y, c->d); }
-static void unrotate(const eli_kvq *c, const float *y, float *x) { eli_tq_unrotate(c->sign, c->inv_sqrt_d, y, x, c->d); }
+static void rotate(const eli_kvq *c, const float *x, float *y) { eli_tq_rotate(x, y, c->d); }
+static void unrotate(const eli_kvq *c, const float *y, float *x) { eli_tq_unrotate(y, x, c->d); }
 
 /* the scale that makes s * u project onto y exactly: |y|^2 / <y, u> (0 when that is not a positive number) */
 static float projecting_scale(const float *y, const float *u, int d) {
@@ -195,9 +190,7 @@ static float get_f16(const uint8_t *p) {
 static void tbq_pack(const eli_kvq *c, const uint8_t *code, uint8_t *qs) {
     const int d = c->d;
     if (c->type == ELI_KV_TBQ4_0) {
-        const int G = d < 64 ? d : 64;
-        for (int g0 = 0; g0 < d; g0 += G)
-            for (int j = 0; j < G / 2; j++) *qs++ = (uint8_t)(code[g0 + j] | code[g0 + G / 2 + j] << 4);
+        eli_tq_pack4(code, d, qs);
         return;
     }
     const int G = d < 128 ? d : 128, Q = G / 4, E = G / 8;
@@ -215,12 +208,7 @@ static void tbq_pack(const eli_kvq *c, const uint8_t *code, uint8_t *qs) {
 static void tbq_unpack(const eli_kvq *c, const uint8_t *qs, uint8_t *code) {
     const int d = c->d;
     if (c->type == ELI_KV_TBQ4_0) {
-        const int G = d < 64 ? d : 64;
-        for (int g0 = 0; g0 < d; g0 += G)
-            for (int j = 0; j < G / 2; j++, qs++) {
-                code[g0 + j] = *qs & 15;
-                code[g0 + G / 2 + j] = *qs >> 4;
-            }
+        eli_tq_unpack4(qs, d, code);
         return;
     }
     const int G = d < 128 ? d : 128, Q = G / 4, E = G / 8;
@@ -241,7 +229,7 @@ static void tbq_quantize_head(const eli_kvq *c, const float *x, uint8_t *dst) {
     float y[ELI_KVQ_MAX_DIM];
     uint8_t code[ELI_KVQ_MAX_DIM], sub[ELI_KVQ_MAX_DIM / 16];
     rotate(c, x, y);
-    const float s = eli_tq_quantize(c->cb, c->sub_bits, 1, y, c->d, code, sub);
+    const float s = eli_tq_quantize(c->cb, c->sub_bits, 1, 0, y, c->d, code, sub);
     put_f16(dst, s);
     memset(dst + 2, 0, c->sub_bytes);
     for (int k = 0; c->sub_bits && k < c->d / 16; k++) eli_tq_bits_put(dst + 2, (size_t)k * c->sub_bits, sub[k], c->sub_bits);

@@ -70,8 +70,6 @@ typedef struct eli_kvq {
     int d, log2d;
     size_t head_bytes;  /* bytes of one head vector in the cache */
     size_t query_bytes; /* bytes of one prepared query (a multiple of 64) */
-    float *sign;        /* d values +-1: the rotation's sign flip (tbq, polar) */
-    float inv_sqrt_d;
     const struct eli_tq_codebook *cb; /* tbq: the int8 codebook (tquant.h) */
     int sub_bits;                     /* tbq: width of the per-16 multiplier codes (3, 2 or 0) */
     size_t sub_bytes;                 /* tbq: bytes of their stream */

@@ -23,6 +23,7 @@ static const eli_qftype ftypes[] = {
     {"q5_0", 8, ELI_TYPE_Q5_0, 0},    {"q5_1", 9, ELI_TYPE_Q5_1, 0},    {"q4_k", 14, ELI_TYPE_Q4_K, 1},
     {"q5_k", 16, ELI_TYPE_Q5_K, 1},   {"q4_k_s", 14, ELI_TYPE_Q4_K, 0}, {"q4_k_m", 15, ELI_TYPE_Q4_K, 0},
     {"q5_k_s", 16, ELI_TYPE_Q5_K, 0}, {"q5_k_m", 17, ELI_TYPE_Q5_K, 0}, {"q6_k", 18, ELI_TYPE_Q6_K, 0},
+    {"tq4_0", ELI_TYPE_TQ4_0, ELI_TYPE_TQ4_0, 0},
 };
 
 const eli_qftype *eli_qftype_find(const char *name) {
@@ -43,6 +44,7 @@ static int mixture_of(const eli_qftype *ft) {
     case 15: return MIX_Q4_K_M;
     case 16: return MIX_Q5_K_S;
     case 17: return MIX_Q5_K_M;
+    case ELI_TYPE_TQ4_0: return MIX_Q4_K_M; /* q4_k_m's rules, tq4_0 where it has Q4_K */
     default: return MIX_NONE;
     }
 }
@@ -167,7 +169,8 @@ static int fallback_type(qstate *qs, const gguf_tensor *t, uint32_t *type, eli_e
     switch (nt) {
     case ELI_TYPE_Q2_K:
     case ELI_TYPE_Q3_K: fb = ELI_TYPE_Q4_0; break;
-    case ELI_TYPE_Q4_K: fb = ELI_TYPE_Q5_0; break;
+    case ELI_TYPE_Q4_K:
+    case ELI_TYPE_TQ4_0: fb = ELI_TYPE_Q5_0; break;
     case ELI_TYPE_Q5_K: fb = ELI_TYPE_Q5_1; break;
     case ELI_TYPE_Q6_K: fb = ELI_TYPE_Q8_0; break;
     default:

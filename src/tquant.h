@@ -29,25 +29,34 @@ typedef struct eli_tq_codebook {
 } eli_tq_codebook;
 extern const eli_tq_codebook eli_tq_cb4, eli_tq_cb3;
 
-/* The rotation's signs (+-1) for a block of n: the first n of one fixed sequence. */
-void eli_tq_signs(float *sign, int n);
+/* The rotation's sign flips: value i of a block (any n) is negated when bit i % 64 of word i / 64 is set. */
+extern const uint64_t eli_tq_sign_bits[ELI_TQ_MAX_N / 64];
+/* 1/sqrt(n) rounded to float: (float)(1.0 / sqrt((double)n)). */
+float eli_tq_inv_sqrt(int n);
 /* In place fast Walsh-Hadamard transform of n (power of two) floats, unnormalised: butterflies of stride
  * 1, 2, 4, .. each x[j] = a + b, x[j + h] = a - b (any vectorisation of a stage gives the same bits). */
 void eli_tq_fwht(float *x, int n);
-/* y = H (sign * x) * inv_sqrt_n and its inverse x = sign * (H y * inv_sqrt_n); y may alias x. */
-void eli_tq_rotate(const float *sign, float inv_sqrt_n, const float *x, float *y, int n);
-void eli_tq_unrotate(const float *sign, float inv_sqrt_n, const float *y, float *x, int n);
+/* y = H (sign * x) * inv_sqrt(n) and its inverse x = sign * (H y * inv_sqrt(n)); y may alias x. */
+void eli_tq_rotate(const float *x, float *y, int n);
+void eli_tq_unrotate(const float *y, float *x, int n);
+
+/* 4-bit codes of n values (n a multiple of 32) to n/2 bytes and back: per group of G = min(64, n) values,
+ * byte j holds value j (low nibble) and value j + G/2 (high nibble). */
+void eli_tq_pack4(const uint8_t *code, int n, uint8_t *qs);
+void eli_tq_unpack4(const uint8_t *qs, int n, uint8_t *code);
 
 /* The multiplier of sub-scale code k for sub-scale width bits (3, 2 or 0). */
 static inline int eli_tq_mult(int bits, unsigned k) { return bits == 3 ? 7 + (int)k : bits == 2 ? 4 + (int)k : 1; }
 
-/* Codes the n rotated values y (n a multiple of 16): code[i] (a level index), sub[n/16] (sub-scale codes,
- * all 0 when bits == 0), and returns the block scale s: with projecting set the one that makes the decoded
- * block project onto y exactly (|y|^2 / <y, u>: no systematic shrink of dot products, for attention), else
- * the least-squares one (<y, u> / |u|^2); 0 for a zero or non-finite block. The scale is clamped to the fp16
- * range (it is stored as fp16). */
-float eli_tq_quantize(const eli_tq_codebook *cb, int bits, int projecting, const float *y, int n, uint8_t *code,
-                      uint8_t *sub);
+/* Codes the n rotated values y (n a multiple of 16, at most ELI_TQ_MAX_N): code[i] (a level index),
+ * sub[n/16] (sub-scale codes, all 0 when bits == 0), and returns the block scale s: with projecting set the
+ * one that makes the decoded block project onto y exactly (|y|^2 / <y, u>: no systematic shrink of dot
+ * products, for attention), else the least-squares one (<y, u> / |u|^2); 0 for a zero or non-finite block.
+ * The scale is clamped to the fp16 range (it is stored as fp16). The codes are chosen for the unit that the
+ * block's RMS gives; with search set, for the best of 7 units around it, each refined by refitting the scale
+ * and choosing again (7 x 3 passes: for weights, quantized once; MSE 0.0054 -> 0.0051 on gaussian data). */
+float eli_tq_quantize(const eli_tq_codebook *cb, int bits, int projecting, int search, const float *y, int n,
+                      uint8_t *code, uint8_t *sub);
 
 /* Little-endian bit streams: field k of width bits at bit k * width. */
 unsigned eli_tq_bits_get(const uint8_t *p, size_t nbytes, size_t off, int width);

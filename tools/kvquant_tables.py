@@ -105,5 +105,20 @@ out.append("static const float kvq_polar_cos[8][8] = {\n    %s};" % ",\n    ".jo
 out.append("static const float kvq_polar_sin[8][8] = {\n    %s};" % ",\n    ".join(rows_s))
 out.append("static const float kvq_polar_bound[8][7] = {\n    %s};" % ",\n    ".join(rows_b))
 out.append("")
+# the rotation's sign flips: bit i of the stream (word i / 64, bit i % 64) set = value i negated; splitmix64
+# from the seed "kvq-rot1", so any implementation can rebuild them
+M64 = (1 << 64) - 1
+state = 0x6B76712D726F7431
+words = []
+for _ in range(8):
+    state = (state + 0x9E3779B97F4A7C15) & M64
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    words.append(z ^ (z >> 31))
+out.append("/* the random rotation's sign flips for up to 512 values: value i is negated when bit i % 64 of word i / 64")
+out.append(" * is set (splitmix64 from the seed 0x6b76712d726f7431, \"kvq-rot1\") */")
+out.append("static const uint64_t kvq_rotation_signs[8] = {%s};" % ", ".join("0x%016xULL" % w for w in words))
+out.append("")
 out.append("#endif")
 print("\n".join(out))

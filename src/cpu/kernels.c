@@ -12,12 +12,13 @@
 /* kernels_avx2.c: data only, its functions may be called only after the CPUID check below */
 #if defined(__x86_64__) || defined(__i386__)
 extern const eli_kernels eli_kernels_avx2_table, eli_kernels_avx512_table;
-extern const eli_kvq_kernels eli_kvq_avx2, eli_kvq_avx512; /* kvquant_avx2.c, kvquant_avx512.c */
+/* tquant_avx2.c, tquant_avx512.c: the rotated-codebook kernels (tq4_0 weights, low-bit KV), laid over a table */
+extern const eli_kernels eli_tquant_avx2_table, eli_tquant_avx512_table;
 #endif
 /* kernels_neon.c (aarch64 only): data, plus the dotprod probe (getauxval HWCAP_ASIMDDP) */
 #if defined(__aarch64__)
 extern const eli_kernels eli_kernels_neon_table, eli_kernels_neon_dotprod_table;
-extern const eli_kvq_kernels eli_kvq_neon, eli_kvq_neon_dotprod; /* kvquant_neon.c */
+extern const eli_kernels eli_tquant_neon_table, eli_tquant_neon_dotprod_table; /* tquant_neon.c */
 int eli_kernels_neon_has_dotprod(void);
 #endif
 
@@ -85,21 +86,8 @@ static float ref_exp_sum_f32(int64_t n, float m, float *x) {
 static eli_kernels ref_table, avx2_table, avx512_table, neon_table, neon_dp_table, *best_table;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
-/* the low-bit KV kernels of a table's file (kvquant_*.c) over what dst has */
-static void kvq_overlay(eli_kernels *dst, const eli_kvq_kernels *over) {
-    for (int i = 0; i < ELI_KVQ_COUNT; i++) {
-        if (over->score[i]) dst->kvq.score[i] = over->score[i];
-        if (over->accum[i]) dst->kvq.accum[i] = over->accum[i];
-    }
-}
-
-/* dst = base with every non-NULL entry of over applied; the packed kernels are over's only (a table
- * without its own multiplies the row-major data rather than run the reference's packed loops) */
-static void overlay(eli_kernels *dst, const eli_kernels *base, const eli_kernels *over) {
-    *dst = *base;
-    dst->name = over->name;
-    memcpy(dst->packed_gemv, over->packed_gemv, sizeof dst->packed_gemv);
-    memcpy(dst->packed_gemm, over->packed_gemm, sizeof dst->packed_gemm);
+/* every non-NULL entry of over into dst (a weight type's vec_dot comes with its row, tile and gemm kernels) */
+static void apply(eli_kernels *dst, const eli_kernels *over) {
     for (int t = 0; t < ELI_TYPE_COUNT; t++) {
         if (over->vec_dot[t]) {
             dst->vec_dot[t] = over->vec_dot[t];
@@ -109,15 +97,30 @@ static void overlay(eli_kernels *dst, const eli_kernels *base, const eli_kernels
             dst->gemm[t] = over->gemm[t];
             dst->gemm_nr[t] = over->gemm[t] ? over->gemm_nr[t] : 0;
         }
+        if (over->packed_gemv[t]) dst->packed_gemv[t] = over->packed_gemv[t];
+        if (over->packed_gemm[t]) dst->packed_gemm[t] = over->packed_gemm[t];
         if (over->quantize[t]) dst->quantize[t] = over->quantize[t];
         if (over->attn_qk[t]) dst->attn_qk[t] = over->attn_qk[t];
         if (over->attn_pv[t]) dst->attn_pv[t] = over->attn_pv[t];
     }
-    kvq_overlay(dst, &over->kvq);
+    for (int i = 0; i < ELI_KVQ_COUNT; i++) {
+        if (over->kvq.score[i]) dst->kvq.score[i] = over->kvq.score[i];
+        if (over->kvq.accum[i]) dst->kvq.accum[i] = over->kvq.accum[i];
+    }
     if (over->f16_to_f32) dst->f16_to_f32 = over->f16_to_f32;
     if (over->scale_f32) dst->scale_f32 = over->scale_f32;
     if (over->softcap_f32) dst->softcap_f32 = over->softcap_f32;
     if (over->exp_sum_f32) dst->exp_sum_f32 = over->exp_sum_f32;
+}
+
+/* dst = base with every non-NULL entry of over applied; the packed kernels are over's only (a table
+ * without its own multiplies the row-major data rather than run the reference's packed loops) */
+static void overlay(eli_kernels *dst, const eli_kernels *base, const eli_kernels *over) {
+    *dst = *base;
+    dst->name = over->name;
+    memset(dst->packed_gemv, 0, sizeof dst->packed_gemv);
+    memset(dst->packed_gemm, 0, sizeof dst->packed_gemm);
+    apply(dst, over);
 }
 
 static void init_tables(void) {
@@ -154,12 +157,12 @@ static void init_tables(void) {
 #if defined(__x86_64__) || defined(__i386__)
     if (eli_kernels_avx2_table.name && f->avx2 && f->fma && f->f16c) {
         overlay(&avx2_table, &ref_table, &eli_kernels_avx2_table);
-        kvq_overlay(&avx2_table, &eli_kvq_avx2);
+        apply(&avx2_table, &eli_tquant_avx2_table);
         best_table = &avx2_table;
         /* the AVX-512 table covers some formats only: laid over the AVX2 one */
         if (eli_kernels_avx512_table.name && f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni) {
             overlay(&avx512_table, &avx2_table, &eli_kernels_avx512_table);
-            kvq_overlay(&avx512_table, &eli_kvq_avx512);
+            apply(&avx512_table, &eli_tquant_avx512_table);
             best_table = &avx512_table;
         }
     }
@@ -167,12 +170,12 @@ static void init_tables(void) {
 #if defined(__aarch64__)
     if (eli_kernels_neon_table.name && f->neon) {
         overlay(&neon_table, &ref_table, &eli_kernels_neon_table);
-        kvq_overlay(&neon_table, &eli_kvq_neon);
+        apply(&neon_table, &eli_tquant_neon_table);
         best_table = &neon_table;
         if (eli_kernels_neon_dotprod_table.name && eli_kernels_neon_has_dotprod()) {
             overlay(&neon_dp_table, &ref_table, &eli_kernels_neon_dotprod_table);
-            kvq_overlay(&neon_dp_table, &eli_kvq_neon);
-            kvq_overlay(&neon_dp_table, &eli_kvq_neon_dotprod);
+            apply(&neon_dp_table, &eli_tquant_neon_table);
+            apply(&neon_dp_table, &eli_tquant_neon_dotprod_table);
             best_table = &neon_dp_table;
         }
     }

@@ -1,5 +1,6 @@
-/* AVX2 + FMA + F16C kernels of the low-bit KV types (kvquant.h); kernels.c lays them over the AVX2 table
- * after its CPUID check. Bit-exact with the scalar reference (kvquant_x86.h says how).
+/* AVX2 + FMA + F16C kernels of the rotated-codebook formats (tquant.h): the tq4_0 weights and their Q8_TQ
+ * activations, and the low-bit KV types (kvquant.h); kernels.c lays them over the AVX2 table after its CPUID
+ * check. Bit-exact with the scalar reference (tquant_x86.h says how).
  *  - tbq score: per 32 values the int8 levels come from one vpshufb of the codes, the products with the
  *    int8 query from vpmaddubsw (|level| times the query with the level's sign), the per-16 multiplier from
  *    vpmaddwd; one int32 accumulator per query head, one row decoded for up to 4 heads.
@@ -11,7 +12,7 @@
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
 #define TBQ_ACC(acc, p16, ms) _mm256_add_epi32(acc, _mm256_madd_epi16(p16, ms))
-#include "kvquant_x86.h"
+#include "tquant_x86.h"
 
 static void score_tbq4(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
                        size_t ss) {
@@ -236,12 +237,76 @@ static void score_qjl(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, 
     }
 }
 
-const eli_kvq_kernels eli_kvq_avx2 = {
-    .score = {score_tbq4, score_tbq3, score_polar, score_qjl},
-    .accum = {accum_tbq4, accum_tbq3, accum_polar, NULL},
+/* ---- Q8_TQ: the activation rotated per 256 (the butterflies of eli_tq_fwht, 8 lanes at a time: the same
+ * a + b and a - b of the same values) and rounded to int8 (vcvtps2dq rounds to nearest even, as nearest_int) ---- */
+
+/* one butterfly stage inside each vector: lanes l and l ^ h (h = 1, 2, 4) */
+static inline __m256 fwht_in(__m256 v, __m256 sw, int blend) {
+    const __m256 sum = _mm256_add_ps(v, sw), dif = _mm256_sub_ps(sw, v);
+    switch (blend) {
+    case 1: return _mm256_blend_ps(sum, dif, 0xAA);
+    case 2: return _mm256_blend_ps(sum, dif, 0xCC);
+    default: return _mm256_blend_ps(sum, dif, 0xF0);
+    }
+}
+
+static void quantize_q8_tq(const float *x, void *dst, int64_t k) {
+    const __m256i sel = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    const __m256 neg = _mm256_set1_ps(-0.0f), scale = _mm256_set1_ps(eli_tq_inv_sqrt(256));
+    for (int64_t b = 0; b < k / 256; b++) {
+        __m256 v[32];
+        for (int j = 0; j < 32; j++) {
+            const unsigned byte = (unsigned)(eli_tq_sign_bits[j / 8] >> (8 * (j % 8))) & 0xFF;
+            const __m256i set = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)byte), sel), sel);
+            v[j] = _mm256_xor_ps(_mm256_loadu_ps(x + b * 256 + 8 * j), _mm256_and_ps(_mm256_castsi256_ps(set), neg));
+            v[j] = fwht_in(v[j], _mm256_permute_ps(v[j], 0xB1), 1);
+            v[j] = fwht_in(v[j], _mm256_permute_ps(v[j], 0x4E), 2);
+            v[j] = fwht_in(v[j], _mm256_permute2f128_ps(v[j], v[j], 1), 4);
+        }
+        for (int h = 1; h < 32; h <<= 1)
+            for (int i = 0; i < 32; i += 2 * h)
+                for (int j = i; j < i + h; j++) {
+                    const __m256 a = v[j], c = v[j + h];
+                    v[j] = _mm256_add_ps(a, c);
+                    v[j + h] = _mm256_sub_ps(a, c);
+                }
+        __m256 mx = _mm256_setzero_ps();
+        for (int j = 0; j < 32; j++) {
+            v[j] = _mm256_mul_ps(v[j], scale);
+            mx = _mm256_max_ps(mx, _mm256_andnot_ps(neg, v[j]));
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        const float id = amax > 0.0f && amax <= 3.40282347e38f ? 127.0f / amax : 0.0f;
+        eli_block_q8_tq *y = (eli_block_q8_tq *)dst + b;
+        const __m256 idv = _mm256_set1_ps(id);
+        const __m256i lim = _mm256_set1_epi32(127);
+        for (int j = 0; j < 32; j += 4) {
+            __m256i q[4];
+            for (int u = 0; u < 4; u++)
+                q[u] = _mm256_max_epi32(_mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v[j + u], idv)), lim),
+                                        _mm256_sub_epi32(_mm256_setzero_si256(), lim));
+            const __m256i p16 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+            _mm256_storeu_si256((__m256i *)(y->qs + 8 * j),
+                                _mm256_permutevar8x32_epi32(p16, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+        }
+        const float d = id > 0.0f ? amax / 127.0f : 0.0f;
+        memcpy(&y->d, &d, sizeof d);
+    }
+}
+
+/* laid over the AVX2 table by kernels.c (not a table of its own: no name) */
+const eli_kernels eli_tquant_avx2_table = {
+    .vec_dot = {[ELI_TYPE_TQ4_0] = vec_dot_tq4_0},
+    .gemm = {[ELI_TYPE_TQ4_0] = gemm_tq4_0},
+    .gemm_nr = {[ELI_TYPE_TQ4_0] = 8},
+    .quantize = {[ELI_TYPE_Q8_TQ] = quantize_q8_tq},
+    .kvq = {.score = {score_tbq4, score_tbq3, score_polar, score_qjl}, .accum = {accum_tbq4, accum_tbq3, accum_polar, NULL}},
 };
 
 #else
 /* Built without the AVX2 flags: no kernels (kernels.c references them on x86 only). */
-const eli_kvq_kernels eli_kvq_avx2 = {{NULL}, {NULL}};
+const eli_kernels eli_tquant_avx2_table = {.name = NULL};
 #endif

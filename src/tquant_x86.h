@@ -1,4 +1,5 @@
-/* The x86 kernels of the low-bit KV types (kvquant.h), shared by kvquant_avx2.c and kvquant_avx512.c, which
+/* The x86 kernels of the rotated-codebook formats (tquant.h: the tq4_0 weights and the low-bit KV types of
+ * kvquant.h), shared by tquant_avx2.c and tquant_avx512.c, which
  * include this after defining TBQ_ACC(acc, p16, ms): acc (8 int32) += the int16 pair sums p16 times the
  * int16 multipliers ms, pairwise (AVX2: vpmaddwd + vpaddd; AVX-512 VNNI: one vpdpwssd). Compiled with at
  * least -mavx2 -mfma -mf16c; not a public header.
@@ -7,8 +8,8 @@
  * float multiplies; the float kernels do the reference's per-element FMAs in its order and its 8-lane sums
  * (lane i % 8 is vector lane i % 8) with kernels_x86.h's hsum_ps tree. Head dims the vector code does not
  * cover (tbq4_0 below 64, tbq3_0 below 128) go to the reference. */
-#ifndef ELI_KVQUANT_X86_H
-#define ELI_KVQUANT_X86_H
+#ifndef ELI_TQUANT_X86_H
+#define ELI_TQUANT_X86_H
 
 #include <immintrin.h>
 #include <string.h>
@@ -70,10 +71,12 @@ static inline __m256i tbq_lut(const eli_kvq *c) {
     return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)l));
 }
 
-/* one row against GB (<= 4) prepared queries */
+/* one block (a head of c, or a tq4_0 block: the same bytes as a tbq4_0 head of 256) against GB (<= 4) int8
+ * vectors qstride bytes apart, each a float scale at 0 and int8 values at qoff: s[g * ss] = (block scale *
+ * scale_g) * isum_g */
 static inline __attribute__((always_inline)) void tbq_score_row(int four, int GB, const eli_kvq *c, __m256i lut,
-                                                                const uint8_t *blk, const uint8_t *qp, float *s,
-                                                                size_t ss) {
+                                                                const uint8_t *blk, const uint8_t *qp, size_t qstride,
+                                                                size_t qoff, float *s, size_t ss) {
     const uint8_t *codes = blk + 2 + c->sub_bytes;
     const __m256i idx[4] = {_mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
                             _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5), _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7)};
@@ -86,14 +89,14 @@ static inline __attribute__((always_inline)) void tbq_score_row(int four, int GB
         const __m256i lv = _mm256_shuffle_epi8(lut, tbq_codes32(four, codes, ch));
         const __m256i a = _mm256_abs_epi8(lv);
         for (int g = 0; g < GB; g++) {
-            const __m256i q = loadu256(qp + (size_t)g * c->query_bytes + 64 + 32 * ch);
+            const __m256i q = loadu256(qp + (size_t)g * qstride + qoff + 32 * ch);
             acc[g] = TBQ_ACC(acc[g], _mm256_maddubs_epi16(a, _mm256_sign_epi8(q, lv)), ms);
         }
     }
     const float sk = h2f(blk);
     for (int g = 0; g < GB; g++) {
         float dq;
-        memcpy(&dq, qp + (size_t)g * c->query_bytes, sizeof dq);
+        memcpy(&dq, qp + (size_t)g * qstride, sizeof dq);
         s[(size_t)g * ss] = (sk * dq) * (float)kvq_hsum_epi32(acc[g]);
     }
 }
@@ -110,13 +113,58 @@ static inline __attribute__((always_inline)) void tbq_score(int four, const eli_
         float *sg = s + (size_t)g0 * ss;
         for (int j = 0; j < nc; j++) {
             const uint8_t *blk = rows + (size_t)j * rb;
+            const size_t qb = c->query_bytes;
             switch (G - g0 < 4 ? G - g0 : 4) {
-            case 1: tbq_score_row(four, 1, c, lut, blk, qg, sg + j, ss); break;
-            case 2: tbq_score_row(four, 2, c, lut, blk, qg, sg + j, ss); break;
-            case 3: tbq_score_row(four, 3, c, lut, blk, qg, sg + j, ss); break;
-            default: tbq_score_row(four, 4, c, lut, blk, qg, sg + j, ss); break;
+            case 1: tbq_score_row(four, 1, c, lut, blk, qg, qb, 64, sg + j, ss); break;
+            case 2: tbq_score_row(four, 2, c, lut, blk, qg, qb, 64, sg + j, ss); break;
+            case 3: tbq_score_row(four, 3, c, lut, blk, qg, qb, 64, sg + j, ss); break;
+            default: tbq_score_row(four, 4, c, lut, blk, qg, qb, 64, sg + j, ss); break;
             }
         }
+    }
+}
+
+/* ---- tq4_0 weights (quants.h) against Q8_TQ activations ---- */
+
+/* a tq4_0 block is laid out as a tbq4_0 head of 256 (scale, 3-bit multipliers, 4-bit codes) */
+static const eli_kvq tq4_block = {.type = ELI_KV_TBQ4_0, .d = 256, .log2d = 8, .cb = &eli_tq_cb4, .sub_bits = 3, .sub_bytes = 6};
+
+/* quants.c's vec_dot: per block (d_x * d_y) * isum, added in block order */
+static float vec_dot_tq4_0(int64_t n, const void *vx, const void *vy) {
+    const __m256i lut = tbq_lut(&tq4_block);
+    float sumf = 0.0f;
+    for (int64_t b = 0; b < n / 256; b++) {
+        float t;
+        tbq_score_row(1, 1, &tq4_block, lut, (const uint8_t *)vx + b * sizeof(eli_block_tq4_0),
+                      (const uint8_t *)vy + b * sizeof(eli_block_q8_tq), 0, 4, &t, 1);
+        sumf += t;
+    }
+    return sumf;
+}
+
+/* nr rows x nt tokens: each weight block decoded once per group of up to 4 tokens; every (row, token) sum
+ * adds its blocks in order, as vec_dot */
+static void gemm_tq4_0(int64_t n, int nr, int nt, const void *vx, size_t bx, const void *vy, size_t by, float *s,
+                       size_t bs) {
+    const __m256i lut = tbq_lut(&tq4_block);
+    for (int r = 0; r < nr; r++) {
+        float acc[ELI_KERNEL_MAX_NT] = {0};
+        const uint8_t *x = (const uint8_t *)vx + (size_t)r * bx;
+        for (int64_t b = 0; b < n / 256; b++) {
+            const uint8_t *xb = x + b * sizeof(eli_block_tq4_0);
+            for (int t0 = 0; t0 < nt; t0 += 4) {
+                const uint8_t *yb = (const uint8_t *)vy + (size_t)t0 * by + b * sizeof(eli_block_q8_tq);
+                float v[4];
+                switch (nt - t0 < 4 ? nt - t0 : 4) {
+                case 1: tbq_score_row(1, 1, &tq4_block, lut, xb, yb, by, 4, v, 1); break;
+                case 2: tbq_score_row(1, 2, &tq4_block, lut, xb, yb, by, 4, v, 1); break;
+                case 3: tbq_score_row(1, 3, &tq4_block, lut, xb, yb, by, 4, v, 1); break;
+                default: tbq_score_row(1, 4, &tq4_block, lut, xb, yb, by, 4, v, 1); break;
+                }
+                for (int t = t0; t < nt && t < t0 + 4; t++) acc[t] += v[t - t0];
+            }
+        }
+        for (int t = 0; t < nt; t++) s[(size_t)t * bs + r] = acc[t];
     }
 }
 

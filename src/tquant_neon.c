@@ -1,6 +1,7 @@
-/* AArch64 NEON kernels of the low-bit KV types (kvquant.h), two sets like kernels_neon.c: plain NEON, and
- * the tbq scores with SDOT (the dotprod set, handed out by kernels.c only after its HWCAP check). On any
- * other architecture this file compiles to nothing.
+/* AArch64 NEON kernels of the rotated-codebook formats (tquant.h): the tq4_0 weights and their Q8_TQ
+ * activations, and the low-bit KV types (kvquant.h). Two sets like kernels_neon.c: plain NEON, and the
+ * integer sums with SDOT (the dotprod set, handed out by kernels.c only after its HWCAP check). On any other
+ * architecture this file compiles to nothing.
  *
  * Bit-exact with the scalar reference (kvquant.c): tbq scores are integer sums per 16 values (vmull_s8 and
  * pairwise adds, or one SDOT) times the 16 values' multiplier, then the reference's two float multiplies;
@@ -340,13 +341,88 @@ static void score_qjl(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, 
     }
 }
 
-const eli_kvq_kernels eli_kvq_neon = {
-    .score = {score_tbq4, score_tbq3, score_polar, score_qjl},
-    .accum = {accum_tbq4, accum_tbq3, accum_polar, NULL},
+/* ---- tq4_0 weights against Q8_TQ activations: per block the integer sums of its 16 groups of 16 times
+ * their multipliers, then sumf + (d_x * d_y) * isum in block order (quants.c) ---- */
+
+static const eli_kvq tq4_block = {.type = ELI_KV_TBQ4_0, .d = 256, .log2d = 8, .cb = &eli_tq_cb4, .sub_bits = 3, .sub_bytes = 6};
+
+#define DEF_TQ4_DOT(NAME, ATTR, DOT)                                                                             \
+    static ATTR float NAME(int64_t n, const void *vx, const void *vy) {                                          \
+        const int8x16_t lut = tbq_lut(&tq4_block);                                                               \
+        int32_t m[16];                                                                                           \
+        float sumf = 0.0f;                                                                                       \
+        for (int64_t b = 0; b < n / 256; b++) {                                                                  \
+            const uint8_t *x = (const uint8_t *)vx + b * sizeof(eli_block_tq4_0);                                \
+            const uint8_t *y = (const uint8_t *)vy + b * sizeof(eli_block_q8_tq);                                \
+            tbq_mults(&tq4_block, x, m);                                                                         \
+            int32x4_t acc = vdupq_n_s32(0);                                                                      \
+            for (int k = 0; k < 16; k++)                                                                         \
+                acc = vmlaq_n_s32(acc, DOT(tbq_levels16(1, lut, x + 8, k), vld1q_s8((const int8_t *)y + 4 + 16 * k)), m[k]); \
+            float dy;                                                                                            \
+            memcpy(&dy, y, sizeof dy);                                                                           \
+            sumf += (h2f(x) * dy) * (float)vaddvq_s32(acc);                                                      \
+        }                                                                                                        \
+        return sumf;                                                                                             \
+    }
+
+DEF_TQ4_DOT(vec_dot_tq4_0, , dot16)
+DEF_TQ4_DOT(vec_dot_tq4_0_dp, DOTPROD, dot16_dp)
+
+/* Q8_TQ: the butterflies of eli_tq_fwht 4 lanes at a time (lanes l and l ^ h for h = 1, 2 inside a vector,
+ * whole vectors beyond), rounded to nearest even (FCVTNS, as nearest_int) */
+static void quantize_q8_tq(const float *x, void *dst, int64_t k) {
+    static const uint32_t sel[4] = {1, 2, 4, 8}, odd[4] = {0, ~0u, 0, ~0u}, hi[4] = {0, 0, ~0u, ~0u};
+    const uint32x4_t selv = vld1q_u32(sel), oddv = vld1q_u32(odd), hiv = vld1q_u32(hi), neg = vdupq_n_u32(0x80000000u);
+    const float scale = eli_tq_inv_sqrt(256);
+    for (int64_t b = 0; b < k / 256; b++) {
+        float32x4_t v[64];
+        for (int j = 0; j < 64; j++) {
+            const uint32_t nib = (uint32_t)(eli_tq_sign_bits[j / 16] >> (4 * (j % 16))) & 15;
+            const uint32x4_t flip = vandq_u32(vtstq_u32(vdupq_n_u32(nib), selv), neg);
+            float32x4_t t = vreinterpretq_f32_u32(veorq_u32(vreinterpretq_u32_f32(vld1q_f32(x + b * 256 + 4 * j)), flip));
+            float32x4_t sw = vrev64q_f32(t);
+            t = vbslq_f32(oddv, vsubq_f32(sw, t), vaddq_f32(t, sw));
+            sw = vextq_f32(t, t, 2);
+            v[j] = vbslq_f32(hiv, vsubq_f32(sw, t), vaddq_f32(t, sw));
+        }
+        for (int h = 1; h < 64; h <<= 1)
+            for (int i = 0; i < 64; i += 2 * h)
+                for (int j = i; j < i + h; j++) {
+                    const float32x4_t a = v[j], c = v[j + h];
+                    v[j] = vaddq_f32(a, c);
+                    v[j + h] = vsubq_f32(a, c);
+                }
+        float32x4_t mx = vdupq_n_f32(0.0f);
+        for (int j = 0; j < 64; j++) {
+            v[j] = vmulq_n_f32(v[j], scale);
+            mx = vmaxq_f32(mx, vabsq_f32(v[j]));
+        }
+        const float amax = vmaxvq_f32(mx);
+        const float id = amax > 0.0f && amax <= 3.40282347e38f ? 127.0f / amax : 0.0f;
+        eli_block_q8_tq *y = (eli_block_q8_tq *)dst + b;
+        for (int j = 0; j < 64; j += 2) {
+            const int32x4_t lim = vdupq_n_s32(127);
+            const int32x4_t q0 = vmaxq_s32(vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(v[j], id)), lim), vnegq_s32(lim));
+            const int32x4_t q1 = vmaxq_s32(vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(v[j + 1], id)), lim), vnegq_s32(lim));
+            vst1_s8(y->qs + 4 * j, vqmovn_s16(vcombine_s16(vqmovn_s32(q0), vqmovn_s32(q1))));
+        }
+        const float d = id > 0.0f ? amax / 127.0f : 0.0f;
+        memcpy(&y->d, &d, sizeof d);
+    }
+}
+
+/* laid over the NEON tables by kernels.c (not tables of their own: no name) */
+const eli_kernels eli_tquant_neon_table = {
+    .vec_dot = {[ELI_TYPE_TQ4_0] = vec_dot_tq4_0},
+    .quantize = {[ELI_TYPE_Q8_TQ] = quantize_q8_tq},
+    .kvq = {.score = {score_tbq4, score_tbq3, score_polar, score_qjl}, .accum = {accum_tbq4, accum_tbq3, accum_polar, NULL}},
 };
-const eli_kvq_kernels eli_kvq_neon_dotprod = {.score = {score_tbq4_dp, score_tbq3_dp}};
+const eli_kernels eli_tquant_neon_dotprod_table = {
+    .vec_dot = {[ELI_TYPE_TQ4_0] = vec_dot_tq4_0_dp},
+    .kvq = {.score = {score_tbq4_dp, score_tbq3_dp}},
+};
 
 #else
 /* Not an aarch64 NEON build: nothing here (kernels.c only references these sets on aarch64). */
-typedef int eli_kvq_neon_unused;
+typedef int eli_tquant_neon_unused;
 #endif

@@ -1,7 +1,7 @@
-/* AVX-512 (F + BW + VL + VNNI) kernels of the low-bit KV types: the tbq scores with VPDPWSSD doing the
- * per-16 multiplier product and the int32 accumulation in one instruction (AVX2 needs vpmaddwd + vpaddd);
- * everything else stays AVX2 (kernels.c lays this over the AVX2 table after CPUID). 256-bit vectors, as in
- * kernels_avx512.c. */
+/* AVX-512 (F + BW + VL + VNNI) kernels of the rotated-codebook formats: the tq4_0 dot products and the tbq
+ * scores with VPDPWSSD doing the per-16 multiplier product and the int32 accumulation in one instruction
+ * (AVX2 needs vpmaddwd + vpaddd); everything else stays AVX2 (kernels.c lays this over the AVX-512 table
+ * after CPUID). 256-bit vectors, as in kernels_avx512.c. */
 #include "fp_exact.h"
 
 #include "kernels.h"
@@ -10,7 +10,7 @@
     defined(__FMA__) && defined(__F16C__)
 
 #define TBQ_ACC(acc, p16, ms) _mm256_dpwssd_epi32(acc, p16, ms)
-#include "kvquant_x86.h"
+#include "tquant_x86.h"
 
 static void score_tbq4(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
                        size_t ss) {
@@ -22,9 +22,14 @@ static void score_tbq3(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb,
     tbq_score(0, c, nc, rows, rb, G, qp, s, ss);
 }
 
-const eli_kvq_kernels eli_kvq_avx512 = {.score = {score_tbq4, score_tbq3}};
+const eli_kernels eli_tquant_avx512_table = {
+    .vec_dot = {[ELI_TYPE_TQ4_0] = vec_dot_tq4_0},
+    .gemm = {[ELI_TYPE_TQ4_0] = gemm_tq4_0},
+    .gemm_nr = {[ELI_TYPE_TQ4_0] = 8},
+    .kvq = {.score = {score_tbq4, score_tbq3}},
+};
 
 #else
 /* Built without the AVX-512 flags: no kernels. */
-const eli_kvq_kernels eli_kvq_avx512 = {{NULL}, {NULL}};
+const eli_kernels eli_tquant_avx512_table = {.name = NULL};
 #endif
