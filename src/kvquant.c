@@ -219,8 +219,7 @@ static void tbq_unpack(const eli_kvq *c, const uint8_t *qs, uint8_t *code) {
                     (uint8_t)(((qs[j] >> (2 * m)) & 3) | (((qs[Q + j % E] >> (2 * m + j / E)) & 1) << 2));
 }
 
-/* the multiplier of each 16 values from the sub-scale stream */
-static void tbq_mults(const eli_kvq *c, const uint8_t *blk, int *m) {
+void eli_kvq_tbq_mults(const eli_kvq *c, const uint8_t *blk, int32_t *m) {
     for (int k = 0; k < c->d / 16; k++)
         m[k] = eli_tq_mult(c->sub_bits, c->sub_bits ? eli_tq_bits_get(blk + 2, c->sub_bytes, (size_t)k * c->sub_bits, c->sub_bits) : 0);
 }
@@ -238,9 +237,9 @@ static void tbq_quantize_head(const eli_kvq *c, const float *x, uint8_t *dst) {
 
 static void tbq_dequantize_head(const eli_kvq *c, const uint8_t *src, float *x) {
     uint8_t code[ELI_KVQ_MAX_DIM];
-    int m[ELI_KVQ_MAX_DIM / 16];
+    int32_t m[ELI_KVQ_MAX_DIM / 16];
     const float s = get_f16(src);
-    tbq_mults(c, src, m);
+    eli_kvq_tbq_mults(c, src, m);
     tbq_unpack(c, src + 2 + c->sub_bytes, code);
     for (int i = 0; i < c->d; i++) x[i] = s * (float)(m[i / 16] * c->cb->levels[code[i]]);
     unrotate(c, x, x);
@@ -250,25 +249,25 @@ static void tbq_dequantize_head(const eli_kvq *c, const uint8_t *src, float *x) 
  * q4_polar
  * ---------------------------------------------------------------------------------------------------- */
 
+void eli_kvq_polar_level(const eli_kvq *c, const uint8_t *blk, int l, float *rho) {
+    const int d = c->d, n = d >> l;
+    const uint8_t *up = blk + ELI_KVQ_POLAR_L1_BYTES(d);
+    const size_t base = (size_t)d / 2 - ((size_t)d >> (l - 1));
+    for (int i = 0; i < n; i++) {
+        const unsigned k = eli_tq_bits_get(up, ELI_KVQ_POLAR_UP_BYTES(d), 3 * (base + (size_t)i), 3);
+        const float a = rho[i];
+        rho[i] = a * c->cosl[l - 2][k];
+        rho[i + n] = a * c->sinl[l - 2][k];
+    }
+}
+
 /* The unit vector a head decodes to, as its two halves e (values 0..d/2-1) and o (d/2..d-1). The radii tree
  * is walked top-down in place: rho[i] and rho[i + n] of level l - 1 from rho[i] of level l. */
 static void polar_unit(const eli_kvq *c, const uint8_t *blk, float *e, float *o) {
     const int d = c->d, h = d / 2;
-    const uint8_t *up = blk + ELI_KVQ_POLAR_L1_BYTES(d);
-    const size_t up_bytes = ELI_KVQ_POLAR_UP_BYTES(d);
     float rho[ELI_KVQ_MAX_DIM / 2];
     rho[0] = 1.0f;
-    /* the codes of level l start at sum_{k=2}^{l-1} d/2^k = d/2 - d/2^(l-1) */
-    for (int l = c->log2d; l >= 2; l--) {
-        const int n = d >> l;
-        const size_t base = (size_t)h - ((size_t)d >> (l - 1));
-        for (int i = 0; i < n; i++) {
-            const unsigned k = eli_tq_bits_get(up, up_bytes, 3 * (base + (size_t)i), 3);
-            const float a = rho[i];
-            rho[i] = a * c->cosl[l - 2][k];
-            rho[i + n] = a * c->sinl[l - 2][k];
-        }
-    }
+    for (int l = c->log2d; l >= 2; l--) eli_kvq_polar_level(c, blk, l, rho);
     const size_t l1_bytes = ELI_KVQ_POLAR_L1_BYTES(d);
     for (int i = 0; i < h; i++) {
         const unsigned k = eli_tq_bits_get(blk, l1_bytes, 5 * (size_t)i, 5);
@@ -420,8 +419,8 @@ void eli_kvq_score_ref(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb,
         const uint8_t *blk = rows + (size_t)j * rb;
         if (c->type == ELI_KV_TBQ4_0 || c->type == ELI_KV_TBQ3_0) {
             uint8_t code[ELI_KVQ_MAX_DIM];
-            int m[ELI_KVQ_MAX_DIM / 16];
-            tbq_mults(c, blk, m);
+            int32_t m[ELI_KVQ_MAX_DIM / 16];
+            eli_kvq_tbq_mults(c, blk, m);
             tbq_unpack(c, blk + 2 + c->sub_bytes, code);
             const float sk = get_f16(blk);
             for (int g = 0; g < G; g++) {
@@ -481,8 +480,8 @@ void eli_kvq_accum_ref(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb,
             }
         } else {
             uint8_t code[ELI_KVQ_MAX_DIM];
-            int m[ELI_KVQ_MAX_DIM / 16];
-            tbq_mults(c, blk, m);
+            int32_t m[ELI_KVQ_MAX_DIM / 16];
+            eli_kvq_tbq_mults(c, blk, m);
             tbq_unpack(c, blk + 2 + c->sub_bytes, code);
             const float sk = get_f16(blk);
             for (int g = 0; g < G; g++) {

@@ -151,4 +151,9 @@ void eli_kvq_accumulate(const struct eli_kernels *k, const eli_kvq *c, int nc, c
 #define ELI_KVQ_POLAR_L1_BYTES(d) ((size_t)(d) * 5 / 16)
 #define ELI_KVQ_POLAR_UP_BYTES(d) (((size_t)(d) / 2 - 1) * 3 / 8 + 1)
 
+/* Pieces of the reference that the SIMD kernels share: a tbq head's multipliers (d/16 of them), and one
+ * level l (>= 2) of a q4_polar head's radii tree, top-down in place (rho[i], rho[i + n] from rho[i]). */
+void eli_kvq_tbq_mults(const eli_kvq *c, const uint8_t *blk, int32_t *m);
+void eli_kvq_polar_level(const eli_kvq *c, const uint8_t *blk, int l, float *rho);
+
 #endif

@@ -14,16 +14,6 @@
 #define TBQ_ACC(acc, p16, ms) _mm256_add_epi32(acc, _mm256_madd_epi16(p16, ms))
 #include "tquant_x86.h"
 
-static void score_tbq4(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
-                       size_t ss) {
-    tbq_score(1, c, nc, rows, rb, G, qp, s, ss);
-}
-
-static void score_tbq3(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
-                       size_t ss) {
-    tbq_score(0, c, nc, rows, rb, G, qp, s, ss);
-}
-
 /* ---- tbq accumulate ---- */
 
 /* the int8 levels of values 16 b .. 16 b + 15 */
@@ -80,11 +70,11 @@ static inline __attribute__((always_inline)) void tbq_accum(int four, const eli_
     for (int j0 = 0; j0 < nc; j0 += KVQ_CHUNK) {
         const int n = nc - j0 < KVQ_CHUNK ? nc - j0 : KVQ_CHUNK;
         const uint8_t *r = rows + (size_t)j0 * rb;
+        int32_t m[ELI_KVQ_MAX_DIM / 16];
         for (int j = 0; j < n; j++) {
-            const uint8_t *blk = r + (size_t)j * rb;
-            sk[j] = h2f(blk);
-            for (int b = 0; b < nb; b++)
-                mf[j][b] = (float)eli_tq_mult(c->sub_bits, c->sub_bits ? eli_tq_bits_get(blk + 2, c->sub_bytes, (size_t)b * c->sub_bits, c->sub_bits) : 0);
+            sk[j] = h2f(r + (size_t)j * rb);
+            eli_kvq_tbq_mults(c, r + (size_t)j * rb, m);
+            for (int b = 0; b < nb; b++) mf[j][b] = (float)m[b];
         }
         for (int g0 = 0; g0 < G; g0 += 4) {
             const int GB = G - g0 < 4 ? G - g0 : 4;
@@ -119,19 +109,13 @@ static void accum_tbq3(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb,
 static void polar_decode(const eli_kvq *c, const uint8_t *blk, float *e, float *o) {
     const int d = c->d, h = d / 2;
     const uint8_t *up = blk + ELI_KVQ_POLAR_L1_BYTES(d);
-    const size_t up_bytes = ELI_KVQ_POLAR_UP_BYTES(d);
     float rho[ELI_KVQ_MAX_DIM / 2];
     rho[0] = 1.0f;
     for (int l = c->log2d; l >= 2; l--) {
         const int n = d >> l;
         const size_t base = (size_t)h - ((size_t)d >> (l - 1));
         if (n < 8) {
-            for (int i = 0; i < n; i++) {
-                const unsigned k = eli_tq_bits_get(up, up_bytes, 3 * (base + (size_t)i), 3);
-                const float a = rho[i];
-                rho[i] = a * c->cosl[l - 2][k];
-                rho[i + n] = a * c->sinl[l - 2][k];
-            }
+            eli_kvq_polar_level(c, blk, l, rho);
             continue;
         }
         const __m256 ct = _mm256_loadu_ps(c->cosl[l - 2]), st = _mm256_loadu_ps(c->sinl[l - 2]);

@@ -12,16 +12,6 @@
 #define TBQ_ACC(acc, p16, ms) _mm256_dpwssd_epi32(acc, p16, ms)
 #include "tquant_x86.h"
 
-static void score_tbq4(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
-                       size_t ss) {
-    tbq_score(1, c, nc, rows, rb, G, qp, s, ss);
-}
-
-static void score_tbq3(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
-                       size_t ss) {
-    tbq_score(0, c, nc, rows, rb, G, qp, s, ss);
-}
-
 const eli_kernels eli_tquant_avx512_table = {
     .vec_dot = {[ELI_TYPE_TQ4_0] = vec_dot_tq4_0},
     .gemm = {[ELI_TYPE_TQ4_0] = gemm_tq4_0},

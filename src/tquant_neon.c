@@ -18,19 +18,7 @@
 
 #include "tquant.h"
 
-#if defined(__clang__)
-#define DOTPROD __attribute__((target("dotprod")))
-#else
-#define DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
-#endif
-#if defined(__clang__) && !defined(__ARM_FEATURE_DOTPROD)
-static inline DOTPROD int32x4_t kvq_sdot(int32x4_t acc, int8x16_t a, int8x16_t b) {
-    __asm__("sdot %0.4s, %1.16b, %2.16b" : "+w"(acc) : "w"(a), "w"(b));
-    return acc;
-}
-#else
-#define kvq_sdot vdotq_s32
-#endif
+#include "neon_dotprod.h"
 
 #define KVQ_CHUNK 64
 
@@ -70,11 +58,6 @@ static inline __attribute__((always_inline)) int8x16_t tbq_levels16(int four, in
     return vqtbl1q_s8(lut, vorrq_u8(lo, vshlq_n_u8(hi, 2)));
 }
 
-static inline void tbq_mults(const eli_kvq *c, const uint8_t *blk, int32_t *m) {
-    for (int b = 0; b < c->d / 16; b++)
-        m[b] = eli_tq_mult(c->sub_bits, c->sub_bits ? eli_tq_bits_get(blk + 2, c->sub_bytes, (size_t)b * c->sub_bits, c->sub_bits) : 0);
-}
-
 /* the int32 sums of 4 products per lane of 16 levels and 16 query bytes */
 static inline int32x4_t dot16(int8x16_t lv, int8x16_t q) {
     const int16x8_t p = vaddq_s16(vmull_s8(vget_low_s8(lv), vget_low_s8(q)), vmull_high_s8(lv, q)); /* |.| <= 32258 */
@@ -92,7 +75,7 @@ static inline int32x4_t dot16(int8x16_t lv, int8x16_t q) {
         int32_t m[ELI_KVQ_MAX_DIM / 16];                                                                              \
         for (int j = 0; j < nc; j++) {                                                                                \
             const uint8_t *blk = rows + (size_t)j * rb, *codes = blk + 2 + c->sub_bytes;                             \
-            tbq_mults(c, blk, m);                                                                                     \
+            eli_kvq_tbq_mults(c, blk, m);                                                                                     \
             const float sk = h2f(blk);                                                                                \
             for (int g0 = 0; g0 < G; g0 += 8) {                                                                       \
                 const int GB = G - g0 < 8 ? G - g0 : 8;                                                               \
@@ -114,7 +97,7 @@ static inline int32x4_t dot16(int8x16_t lv, int8x16_t q) {
         }                                                                                                             \
     }
 
-static inline DOTPROD int32x4_t dot16_dp(int8x16_t lv, int8x16_t q) { return kvq_sdot(vdupq_n_s32(0), lv, q); }
+static inline DOTPROD int32x4_t dot16_dp(int8x16_t lv, int8x16_t q) { return sdot(vdupq_n_s32(0), lv, q); }
 
 DEF_TBQ_SCORE(tbq_score, , dot16)
 DEF_TBQ_SCORE(tbq_score_dp, DOTPROD, dot16_dp)
@@ -175,7 +158,7 @@ static inline __attribute__((always_inline)) void tbq_accum(int four, const eli_
         const uint8_t *r = rows + (size_t)j0 * rb;
         for (int j = 0; j < n; j++) {
             sk[j] = h2f(r + (size_t)j * rb);
-            tbq_mults(c, r + (size_t)j * rb, m);
+            eli_kvq_tbq_mults(c, r + (size_t)j * rb, m);
             for (int b = 0; b < nb; b++) mf[j][b] = (float)m[b];
         }
         for (int g0 = 0; g0 < G; g0 += 4) {
@@ -216,7 +199,6 @@ static inline void lookup8(const float *t, uint32x4_t k0, uint32x4_t k1, float32
 static void polar_decode(const eli_kvq *c, const uint8_t *blk, float *e, float *o) {
     const int d = c->d, h = d / 2;
     const uint8_t *up = blk + ELI_KVQ_POLAR_L1_BYTES(d);
-    const size_t up_bytes = ELI_KVQ_POLAR_UP_BYTES(d);
     static const int32_t sh3[8] = {0, -3, -6, -9, -12, -15, -18, -21};
     float rho[ELI_KVQ_MAX_DIM / 2];
     rho[0] = 1.0f;
@@ -224,12 +206,7 @@ static void polar_decode(const eli_kvq *c, const uint8_t *blk, float *e, float *
         const int n = d >> l;
         const size_t base = (size_t)h - ((size_t)d >> (l - 1));
         if (n < 8) {
-            for (int i = 0; i < n; i++) {
-                const unsigned k = eli_tq_bits_get(up, up_bytes, 3 * (base + (size_t)i), 3);
-                const float a = rho[i];
-                rho[i] = a * c->cosl[l - 2][k];
-                rho[i + n] = a * c->sinl[l - 2][k];
-            }
+            eli_kvq_polar_level(c, blk, l, rho);
             continue;
         }
         for (int i = 0; i < n; i += 8) {
@@ -354,7 +331,7 @@ static const eli_kvq tq4_block = {.type = ELI_KV_TBQ4_0, .d = 256, .log2d = 8, .
         for (int64_t b = 0; b < n / 256; b++) {                                                                  \
             const uint8_t *x = (const uint8_t *)vx + b * sizeof(eli_block_tq4_0);                                \
             const uint8_t *y = (const uint8_t *)vy + b * sizeof(eli_block_q8_tq);                                \
-            tbq_mults(&tq4_block, x, m);                                                                         \
+            eli_kvq_tbq_mults(&tq4_block, x, m);                                                                         \
             int32x4_t acc = vdupq_n_s32(0);                                                                      \
             for (int k = 0; k < 16; k++)                                                                         \
                 acc = vmlaq_n_s32(acc, DOT(tbq_levels16(1, lut, x + 8, k), vld1q_s8((const int8_t *)y + 4 + 16 * k)), m[k]); \

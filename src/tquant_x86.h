@@ -124,6 +124,16 @@ static inline __attribute__((always_inline)) void tbq_score(int four, const eli_
     }
 }
 
+static void score_tbq4(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
+                       size_t ss) {
+    tbq_score(1, c, nc, rows, rb, G, qp, s, ss);
+}
+
+static void score_tbq3(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
+                       size_t ss) {
+    tbq_score(0, c, nc, rows, rb, G, qp, s, ss);
+}
+
 /* ---- tq4_0 weights (quants.h) against Q8_TQ activations ---- */
 
 /* a tq4_0 block is laid out as a tbq4_0 head of 256 (scale, 3-bit multipliers, 4-bit codes) */

@@ -39,6 +39,26 @@ static inline int read_ids(const char *path, int32_t *ids, int cap) {
     return n;
 }
 
+/* A whole file, malloc'ed, NUL-terminated (*len excludes the NUL); NULL when unreadable. */
+static inline char *eli_slurp(const char *path, size_t *len) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, fp) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(fp);
+    if (buf) {
+        buf[n] = '\0';
+        *len = (size_t)n;
+    }
+    return buf;
+}
+
 /* Path under the shared/ folder beside the checkout. */
 static inline const char *eli_shared_path(const char *rel) {
     static char buf[8][1024];

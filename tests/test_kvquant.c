@@ -79,26 +79,11 @@ static void check_names_sizes(void) {
 
 /* ---------------------------------------------------------------------------------------------------- */
 
-static void *read_file(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *p = malloc((size_t)len);
-    if (p && fread(p, 1, (size_t)len, f) != (size_t)len) {
-        free(p);
-        p = NULL;
-    }
-    fclose(f);
-    *n = (size_t)len;
-    return p;
-}
 
 /* Bytes, decoded values and prepared queries against tools/kvquant_ref.py. */
 static void check_reference_file(void) {
     size_t len = 0;
-    uint8_t *buf = read_file(ELI_SOURCE_DIR "/tests/data/kvquant_ref.bin", &len);
+    uint8_t *buf = (uint8_t *)eli_slurp(ELI_SOURCE_DIR "/tests/data/kvquant_ref.bin", &len);
     CHECK(buf && len > 12 && !memcmp(buf, "KVQREF01", 8), "tests/data/kvquant_ref.bin");
     if (!buf) return;
     uint32_t nrec;

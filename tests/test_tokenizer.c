@@ -10,30 +10,12 @@
 #include "test.h"
 #include "tokenizer.h"
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (buf && fread(buf, 1, (size_t)n, fp) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(fp);
-    if (buf) {
-        buf[n] = '\0';
-        *len = (size_t)n;
-    }
-    return buf;
-}
 
 /* Calls fn on every parsed line of a JSONL file; returns the number of lines. */
 typedef void (*line_fn)(const eli_tokenizer *tok, const eli_json *obj, void *ctx);
 static size_t for_each_line(const char *rel, const eli_tokenizer *tok, line_fn fn, void *ctx) {
     size_t len, n_lines = 0;
-    char *all = slurp(eli_shared_path(rel), &len);
+    char *all = eli_slurp(eli_shared_path(rel), &len);
     CHECK(all != NULL, "cannot read %s", eli_shared_path(rel));
     if (!all) return 0;
     for (char *line = all; line < all + len;) {
