@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels.h"
 #include "kvquant_tables.h"
 #include "quants.h"
 #include "tquant.h"
@@ -491,14 +490,4 @@ void eli_kvq_accum_ref(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb,
             }
         }
     }
-}
-
-void eli_kvq_score(const eli_kernels *k, const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G,
-                   const void *qp, float *s, size_t ss) {
-    k->kvq.score[c->type - ELI_KVQ_FIRST](c, nc, rows, rb, G, qp, s, ss);
-}
-
-void eli_kvq_accumulate(const eli_kernels *k, const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G,
-                        const float *p, size_t ss, float *acc) {
-    k->kvq.accum[c->type - ELI_KVQ_FIRST](c, nc, rows, rb, G, p, ss, acc);
 }

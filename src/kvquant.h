@@ -22,7 +22,7 @@
  * Measured on gaussian vectors (tests/test_kvquant.c) the relative MSE per vector is 0.0055 (tbq4_0 at
  * 256), 0.022 (tbq3_0), 0.0095 (q4_polar); q4_0 at 4.5 bits has 0.0074.
  *
- * Attention over such a cache (eli_kvq_score / eli_kvq_accumulate through the kernel table, kernels.h):
+ * Attention over such a cache (the score and accumulate kernels below):
  * each query head is prepared once (rotated, or projected for QJL, into a scratch of query_bytes), every
  * cached key is scored against it from its codes (tbq: an integer dot product of the int8 levels with the
  * query rounded to int8, one float multiply per key), the probability-weighted values are summed in the
@@ -129,12 +129,7 @@ void eli_kvq_score_ref(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb,
 void eli_kvq_accum_ref(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
                        float *acc);
 
-/* Through a kernel table (kernels.h). */
-struct eli_kernels;
-void eli_kvq_score(const struct eli_kernels *k, const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G,
-                   const void *qp, float *s, size_t ss);
-void eli_kvq_accumulate(const struct eli_kernels *k, const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G,
-                        const float *p, size_t ss, float *acc);
+/* The CPU runs them through its kernel table (cpu/kernels.h: eli_kvq_score, eli_kvq_accumulate). */
 
 /* ---- the code layouts the SIMD kernels read (kvquant.c writes them) ----
  * tbq4_0 / tbq3_0 head: fp16 s, the multiplier codes of the 16-value groups as a stream of sub_bits-bit

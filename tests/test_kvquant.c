@@ -456,7 +456,7 @@ static void check_real_rows(void) {
     CHECK(m != NULL, "%s", err.msg);
     if (!m) return;
     eli_context_params cp = eli_context_default_params();
-    cp.kv_type = ELI_TYPE_F32;
+    cp.kv_type_k = cp.kv_type_v = ELI_TYPE_F32;
     cp.n_ctx = 128;
     cp.n_threads = 1;
     eli_context *ctx = eli_context_create(m, &cp, &err);
@@ -483,9 +483,9 @@ static void check_real_rows(void) {
         for (int h = 0; h < hkv; h++) {
             double kk = 0;
             for (int p = 0; p < 96; p++) {
-                memcpy(k + (size_t)p * d, (const float *)(kv->layers[il].k + (size_t)p * kv->layers[il].row_bytes) + h * d,
+                memcpy(k + (size_t)p * d, (const float *)(kv->layers[il].k + (size_t)p * kv->layers[il].row_bytes_k) + h * d,
                        sizeof(float) * d);
-                memcpy(v + (size_t)p * d, (const float *)(kv->layers[il].v + (size_t)p * kv->layers[il].row_bytes) + h * d,
+                memcpy(v + (size_t)p * d, (const float *)(kv->layers[il].v + (size_t)p * kv->layers[il].row_bytes_v) + h * d,
                        sizeof(float) * d);
                 kk += dot_d(k + (size_t)p * d, k + (size_t)p * d, d);
             }
@@ -493,7 +493,7 @@ static void check_real_rows(void) {
             for (int r = 0; r < 24 * G; r++)
                 for (int i = 0; i < d; i++)
                     q[(size_t)r * d + i] =
-                        il < 2 ? ((const float *)(kv->layers[1 - il].k + (size_t)(r % 96) * kv->layers[1 - il].row_bytes))[(r / 96 % hkv) * d + i]
+                        il < 2 ? ((const float *)(kv->layers[1 - il].k + (size_t)(r % 96) * kv->layers[1 - il].row_bytes_k))[(r / 96 % hkv) * d + i]
                                : gauss() * rms;
             for (int t = 0; t < N_TYPES + 3; t++) {
                 const attn_err e = t < N_TYPES ? measure_pair(eli_kernels_reference(), kv_types[t],

@@ -177,7 +177,7 @@ static double kld_of(const char *model_path, const float *ref, const int32_t *id
     CHECK(m != NULL, "%s: %s", model_path, err.msg);
     if (!m) return -1;
     eli_context_params cp = eli_context_default_params();
-    cp.kv_type = ELI_TYPE_F32;
+    cp.kv_type_k = cp.kv_type_v = ELI_TYPE_F32;
     cp.n_ctx = 128;
     cp.n_threads = 1; /* no worker threads: the test also runs under qemu-user (tests/cross) */
     eli_context *c = eli_context_create(m, &cp, &err);

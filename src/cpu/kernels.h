@@ -82,6 +82,16 @@ typedef struct eli_kernels {
     float (*exp_sum_f32)(int64_t n, float m, float *x);
 } eli_kernels;
 
+/* The low-bit KV kernels (kvquant.h) of table k for codec c. */
+static inline void eli_kvq_score(const eli_kernels *k, const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G,
+                                 const void *qp, float *s, size_t ss) {
+    k->kvq.score[c->type - ELI_KVQ_FIRST](c, nc, rows, rb, G, qp, s, ss);
+}
+static inline void eli_kvq_accumulate(const eli_kernels *k, const eli_kvq *c, int nc, const uint8_t *rows, size_t rb,
+                                      int G, const float *p, size_t ss, float *acc) {
+    k->kvq.accum[c->type - ELI_KVQ_FIRST](c, nc, rows, rb, G, p, ss, acc);
+}
+
 const eli_kernels *eli_kernels_reference(void);
 const eli_kernels *eli_kernels_best(void);
 /* The AVX2 table, or NULL when not compiled in or the CPU lacks AVX2/FMA/F16C. */
