@@ -139,7 +139,7 @@ eli_kvq *eli_kvq_create(uint32_t type, int64_t head_dim, eli_error *err) {
         c->cosl = kvq_polar_cos;
         c->sinl = kvq_polar_sin;
     } else {
-        c->query_bytes = 64 + (size_t)d;
+        c->query_bytes = 64 + ((size_t)d + 63) / 64 * 64;
         c->cb = type == ELI_KV_TBQ4_0 ? &eli_tq_cb4 : &eli_tq_cb3;
         c->sub_bits = tbq_sub_bits(d);
         c->sub_bytes = tbq_sub_bytes(d);

@@ -377,7 +377,8 @@ def prepared(t, x, S):
         q8.append(max(-127, min(127, r)))
     dq = amax / F32(127.0) if idv > 0 else F32(0)
     head = struct.pack("<f", dq) + bytes(60)
-    return head + np.array(q8, dtype=np.int8).tobytes()
+    pad = bytes((d + 63) // 64 * 64 - d)
+    return head + np.array(q8, dtype=np.int8).tobytes() + pad
 
 
 def main():
@@ -390,7 +391,7 @@ def main():
         S = gaussian(d * d, 0x6B76712D716A6C31).reshape(d, d)
         for t in (112, 113, 114, 115):
             hb = head_bytes(t, d)
-            qb = {112: 64 + d, 113: 64 + d, 114: 4 * d, 115: 4 * d}[t]
+            qb = {112: 64 + (d + 63) // 64 * 64, 113: 64 + (d + 63) // 64 * 64, 114: 4 * d, 115: 4 * d}[t]
             quant, dec = bytearray(), []
             for v in x:
                 q, dv = tbq(t, v) if t in TBQ else polar(v) if t == 114 else qjl(v, S)
