@@ -59,6 +59,6 @@ static const float kvq_polar_bound[8][7] = {
 
 /* the random rotation's sign flips for up to 512 values: value i is negated when bit i % 64 of word i / 64
  * is set (splitmix64 from the seed 0x6b76712d726f7431, "kvq-rot1") */
-static const uint64_t kvq_rotation_signs[8] = {0x7b6fc59776f7d949ULL, 0xc71dd32d4dfd6e89ULL, 0x7715e8c6fa8132f5ULL, 0x89efd1ff889a2972ULL, 0xa15df338e198c0b1ULL, 0xc32e568df7abf78eULL, 0xd6c0c458f4c41e9aULL, 0x0c506dd73dbca828ULL};
+#define KVQ_ROTATION_SIGNS 0x7b6fc59776f7d949ULL, 0xc71dd32d4dfd6e89ULL, 0x7715e8c6fa8132f5ULL, 0x89efd1ff889a2972ULL, 0xa15df338e198c0b1ULL, 0xc32e568df7abf78eULL, 0xd6c0c458f4c41e9aULL, 0x0c506dd73dbca828ULL
 
 #endif

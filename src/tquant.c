@@ -12,13 +12,11 @@
 const eli_tq_codebook eli_tq_cb4 = {kvq_tbq4_levels, 16, KVQ_TBQ4_UNITS};
 const eli_tq_codebook eli_tq_cb3 = {kvq_tbq3_levels, 8, KVQ_TBQ3_UNITS};
 
-const uint64_t eli_tq_sign_bits[ELI_TQ_MAX_N / 64] = {
-    kvq_rotation_signs[0], kvq_rotation_signs[1], kvq_rotation_signs[2], kvq_rotation_signs[3],
-    kvq_rotation_signs[4], kvq_rotation_signs[5], kvq_rotation_signs[6], kvq_rotation_signs[7]};
+const uint64_t eli_tq_sign_bits[ELI_TQ_MAX_N / 64] = {KVQ_ROTATION_SIGNS};
 
 float eli_tq_inv_sqrt(int n) { return (float)(1.0 / sqrt((double)n)); }
 
-static inline float flip(float v, int i) { return (kvq_rotation_signs[i / 64] >> (i % 64)) & 1 ? -v : v; }
+static inline float flip(float v, int i) { return (eli_tq_sign_bits[i / 64] >> (i % 64)) & 1 ? -v : v; }
 
 void eli_tq_fwht(float *x, int n) {
     for (int h = 1; h < n; h <<= 1)

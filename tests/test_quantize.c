@@ -90,10 +90,13 @@ static int same_file(const char *a, const char *b) {
 
 static char tmpdir[256];
 
+/* a path in the test's directory; four in a ring, so one call's result survives the next three */
 static const char *out_path(const char *name) {
-    static char p[512];
-    snprintf(p, sizeof p, "%s/%s", tmpdir, name);
-    return p;
+    static char p[4][512];
+    static int slot;
+    char *b = p[slot++ & 3];
+    snprintf(b, sizeof p[0], "%s/%s", tmpdir, name);
+    return b;
 }
 
 static int quantize(const char *model, const char *type, int threads, const char *out) {

@@ -118,7 +118,7 @@ for _ in range(8):
     words.append(z ^ (z >> 31))
 out.append("/* the random rotation's sign flips for up to 512 values: value i is negated when bit i % 64 of word i / 64")
 out.append(" * is set (splitmix64 from the seed 0x6b76712d726f7431, \"kvq-rot1\") */")
-out.append("static const uint64_t kvq_rotation_signs[8] = {%s};" % ", ".join("0x%016xULL" % w for w in words))
+out.append("#define KVQ_ROTATION_SIGNS %s" % ", ".join("0x%016xULL" % w for w in words))
 out.append("")
 out.append("#endif")
 print("\n".join(out))
