@@ -460,34 +460,51 @@ void eli_kvq_score_ref(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb,
     }
 }
 
-void eli_kvq_accum_ref(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
-                       float *acc) {
-    const int d = c->d, h = d / 2;
+static float decode_tbq(const eli_kvq *c, const uint8_t *blk, float *x) {
+    uint8_t code[ELI_KVQ_MAX_DIM];
+    int32_t m[ELI_KVQ_MAX_DIM / 16];
+    eli_kvq_tbq_mults(c, blk, m);
+    tbq_unpack(c, blk + 2 + c->sub_bytes, code);
+    for (int i = 0; i < c->d; i++) x[i] = (float)(m[i / 16] * c->cb->levels[code[i]]);
+    return get_f16(blk);
+}
+
+static float decode_polar(const eli_kvq *c, const uint8_t *blk, float *x) {
+    polar_unit(c, blk, x, x + c->d / 2);
+    return get_f16(blk + c->head_bytes - 2);
+}
+
+eli_kvq_decode_fn eli_kvq_decoder_ref(const eli_kvq *c) { return c->type == ELI_KV_Q4_POLAR ? decode_polar : decode_tbq; }
+
+/* the f32 attn_pv of the reference, with the fused multiply-add the SIMD tables have */
+static void pv_fma(int64_t d, int nc, const void *rows, size_t rb, int G, const float *p, size_t ss, float *out) {
     for (int j = 0; j < nc; j++) {
-        const uint8_t *blk = rows + (size_t)j * rb;
-        if (c->type == ELI_KV_Q4_POLAR) {
-            float e[ELI_KVQ_MAX_DIM / 2], o[ELI_KVQ_MAX_DIM / 2];
-            polar_unit(c, blk, e, o);
-            const float r = get_f16(blk + c->head_bytes - 2);
-            for (int g = 0; g < G; g++) {
-                const float w = p[(size_t)g * ss + j] * r;
-                float *a = acc + (size_t)g * d;
-                for (int i = 0; i < h; i++) {
-                    a[i] = fmaf(w, e[i], a[i]);
-                    a[i + h] = fmaf(w, o[i], a[i + h]);
-                }
-            }
-        } else {
-            uint8_t code[ELI_KVQ_MAX_DIM];
-            int32_t m[ELI_KVQ_MAX_DIM / 16];
-            eli_kvq_tbq_mults(c, blk, m);
-            tbq_unpack(c, blk + 2 + c->sub_bytes, code);
-            const float sk = get_f16(blk);
-            for (int g = 0; g < G; g++) {
-                const float w = p[(size_t)g * ss + j] * sk;
-                float *a = acc + (size_t)g * d;
-                for (int i = 0; i < d; i++) a[i] = fmaf(w, (float)(m[i / 16] * c->cb->levels[code[i]]), a[i]);
-            }
+        const float *r = (const float *)((const uint8_t *)rows + (size_t)j * rb);
+        for (int g = 0; g < G; g++)
+            for (int64_t i = 0; i < d; i++) out[(size_t)g * d + i] = fmaf(p[(size_t)g * ss + j], r[i], out[(size_t)g * d + i]);
+    }
+}
+
+#define DECODED_ROWS 16
+#define DECODED_HEADS 8
+
+void eli_kvq_accum_decoded(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
+                           float *acc, eli_kvq_decode_fn decode, eli_kvq_pv_fn pv) {
+    const int d = c->d;
+    float x[DECODED_ROWS][ELI_KVQ_MAX_DIM], scale[DECODED_ROWS], w[DECODED_HEADS][DECODED_ROWS];
+    for (int j0 = 0; j0 < nc; j0 += DECODED_ROWS) {
+        const int n = nc - j0 < DECODED_ROWS ? nc - j0 : DECODED_ROWS;
+        for (int j = 0; j < n; j++) scale[j] = decode(c, rows + (size_t)(j0 + j) * rb, x[j]);
+        for (int g0 = 0; g0 < G; g0 += DECODED_HEADS) {
+            const int gb = G - g0 < DECODED_HEADS ? G - g0 : DECODED_HEADS;
+            for (int g = 0; g < gb; g++)
+                for (int j = 0; j < n; j++) w[g][j] = p[(size_t)(g0 + g) * ss + j0 + j] * scale[j];
+            pv(d, n, x, sizeof x[0], gb, &w[0][0], DECODED_ROWS, acc + (size_t)g0 * d);
         }
     }
+}
+
+void eli_kvq_accum_ref(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
+                       float *acc) {
+    eli_kvq_accum_decoded(c, nc, rows, rb, G, p, ss, acc, eli_kvq_decoder_ref(c), pv_fma);
 }

@@ -151,4 +151,16 @@ void eli_kvq_accum_ref(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb,
 void eli_kvq_tbq_mults(const eli_kvq *c, const uint8_t *blk, int32_t *m);
 void eli_kvq_polar_level(const eli_kvq *c, const uint8_t *blk, int l, float *rho);
 
+/* The accumulate kernels are a decoder and a float sum: each head's rotated-domain values before its scale
+ * (tbq: m * level, polar: the unit vector) decoded into d floats, its scale returned; then per row
+ * w = p * scale and acc[i] = fma(w, value[i], acc[i]) for the rows in order -- a kernel table's f32 attn_pv
+ * (cpu/kernels.h) does exactly that. eli_kvq_accum_decoded runs them over nc rows, 16 at a time. */
+typedef float (*eli_kvq_decode_fn)(const eli_kvq *c, const uint8_t *blk, float *x);
+typedef void (*eli_kvq_pv_fn)(int64_t d, int nc, const void *rows, size_t rb, int G, const float *p, size_t ss,
+                              float *out);
+void eli_kvq_accum_decoded(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
+                           float *acc, eli_kvq_decode_fn decode, eli_kvq_pv_fn pv);
+/* The reference decoder of c's type (tbq or polar). */
+eli_kvq_decode_fn eli_kvq_decoder_ref(const eli_kvq *c);
+
 #endif

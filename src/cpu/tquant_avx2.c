@@ -4,7 +4,8 @@
  *  - tbq score: per 32 values the int8 levels come from one vpshufb of the codes, the products with the
  *    int8 query from vpmaddubsw (|level| times the query with the level's sign), the per-16 multiplier from
  *    vpmaddwd; one int32 accumulator per query head, one row decoded for up to 4 heads.
- *  - tbq accumulate, polar, qjl: float, 8 lanes as the reference's. */
+ *  - accumulate: rows decoded to floats, then the table's f32 attn_pv; polar and qjl scores: float, in the
+ *    reference's 8 lanes. */
 #include "fp_exact.h"
 
 #include "kernels.h"
@@ -14,91 +15,38 @@
 #define TBQ_ACC(acc, p16, ms) _mm256_add_epi32(acc, _mm256_madd_epi16(p16, ms))
 #include "tquant_x86.h"
 
-/* ---- tbq accumulate ---- */
+/* ---- accumulate: each row decoded to floats (m * level, or polar's unit vector), then the AVX2 table's f32
+ * attn_pv (one FMA per term, rows in order: the reference's steps) ---- */
 
-/* the int8 levels of values 16 b .. 16 b + 15 */
-static inline __attribute__((always_inline)) __m128i tbq_levels16(int four, __m128i lut, const uint8_t *codes, int b) {
-    const int i0 = 16 * b;
-    if (four) {
-        const int pos = i0 % 64;
-        __m128i raw = _mm_loadu_si128((const __m128i *)(codes + 32 * (i0 / 64) + pos % 32));
-        if (pos >= 32) raw = _mm_srli_epi16(raw, 4);
-        return _mm_shuffle_epi8(lut, _mm_and_si128(raw, _mm_set1_epi8(0x0F)));
-    }
-    const uint8_t *g = codes + 48 * (i0 / 128);
-    const int pos = i0 % 128, m = pos / 32, half = (pos % 32) / 16;
-    const __m128i lo = _mm_and_si128(_mm_srl_epi16(_mm_loadu_si128((const __m128i *)(g + pos % 32)), _mm_cvtsi32_si128(2 * m)),
-                                     _mm_set1_epi8(3));
-    const __m128i hi = _mm_and_si128(_mm_srl_epi16(_mm_loadu_si128((const __m128i *)(g + 32)), _mm_cvtsi32_si128(2 * m + half)),
-                                     _mm_set1_epi8(1));
-    return _mm_shuffle_epi8(lut, _mm_or_si128(lo, _mm_slli_epi16(hi, 2)));
-}
+static eli_kvq_pv_fn pv_f32(void) { return eli_kernels_avx2()->attn_pv[ELI_TYPE_F32]; }
 
-/* acc[g][16 b .. 16 b + 15] += w[g][j] * (m[j][b] * level), rows j < n, GB heads, in registers over the rows */
-static inline __attribute__((always_inline)) void tbq_accum_tile(int four, int GB, const eli_kvq *c, __m128i lut, int n,
-                                                                 const uint8_t *rows, size_t rb, float w[][KVQ_CHUNK],
-                                                                 const float (*mf)[ELI_KVQ_MAX_DIM / 16], int b,
-                                                                 float *acc) {
-    const int d = c->d;
-    __m256 a[4][2];
-    for (int g = 0; g < GB; g++)
-        for (int h = 0; h < 2; h++) a[g][h] = _mm256_loadu_ps(acc + (size_t)g * d + 16 * b + 8 * h);
-    for (int j = 0; j < n; j++) {
-        const __m128i lv = tbq_levels16(four, lut, rows + (size_t)j * rb + 2 + c->sub_bytes, b);
-        const __m256 m = _mm256_broadcast_ss(&mf[j][b]);
-        const __m256 v0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lv)), m);
-        const __m256 v1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lv, 8))), m);
-        for (int g = 0; g < GB; g++) {
-            const __m256 wg = _mm256_broadcast_ss(&w[g][j]);
-            a[g][0] = _mm256_fmadd_ps(wg, v0, a[g][0]);
-            a[g][1] = _mm256_fmadd_ps(wg, v1, a[g][1]);
+static inline __attribute__((always_inline)) float tbq_decode(int four, const eli_kvq *c, const uint8_t *blk, float *x) {
+    const __m256i lut = tbq_lut(c);
+    int32_t m[ELI_KVQ_MAX_DIM / 16];
+    eli_kvq_tbq_mults(c, blk, m);
+    for (int ch = 0; ch < c->d / 32; ch++) {
+        const __m256i lv = _mm256_shuffle_epi8(lut, tbq_codes32(four, blk + 2 + c->sub_bytes, ch));
+        const __m128i h[2] = {_mm256_castsi256_si128(lv), _mm256_extracti128_si256(lv, 1)};
+        for (int k = 0; k < 4; k++) {
+            const __m128i b8 = k & 1 ? _mm_srli_si128(h[k / 2], 8) : h[k / 2];
+            _mm256_storeu_ps(x + 32 * ch + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b8)),
+                                                               _mm256_set1_ps((float)m[2 * ch + k / 2])));
         }
     }
-    for (int g = 0; g < GB; g++)
-        for (int h = 0; h < 2; h++) _mm256_storeu_ps(acc + (size_t)g * d + 16 * b + 8 * h, a[g][h]);
+    return h2f(blk);
 }
 
-static inline __attribute__((always_inline)) void tbq_accum(int four, const eli_kvq *c, int nc, const uint8_t *rows,
-                                                            size_t rb, int G, const float *p, size_t ss, float *acc) {
-    if (c->d < (four ? 64 : 128)) {
-        eli_kvq_accum_ref(c, nc, rows, rb, G, p, ss, acc);
-        return;
-    }
-    const int nb = c->d / 16;
-    const __m128i lut = _mm256_castsi256_si128(tbq_lut(c));
-    float sk[KVQ_CHUNK], w[4][KVQ_CHUNK], mf[KVQ_CHUNK][ELI_KVQ_MAX_DIM / 16];
-    for (int j0 = 0; j0 < nc; j0 += KVQ_CHUNK) {
-        const int n = nc - j0 < KVQ_CHUNK ? nc - j0 : KVQ_CHUNK;
-        const uint8_t *r = rows + (size_t)j0 * rb;
-        int32_t m[ELI_KVQ_MAX_DIM / 16];
-        for (int j = 0; j < n; j++) {
-            sk[j] = h2f(r + (size_t)j * rb);
-            eli_kvq_tbq_mults(c, r + (size_t)j * rb, m);
-            for (int b = 0; b < nb; b++) mf[j][b] = (float)m[b];
-        }
-        for (int g0 = 0; g0 < G; g0 += 4) {
-            const int GB = G - g0 < 4 ? G - g0 : 4;
-            for (int g = 0; g < GB; g++)
-                for (int j = 0; j < n; j++) w[g][j] = p[(size_t)(g0 + g) * ss + j0 + j] * sk[j];
-            float *ag = acc + (size_t)g0 * c->d;
-            for (int b = 0; b < nb; b++) switch (GB) {
-                case 1: tbq_accum_tile(four, 1, c, lut, n, r, rb, w, (const float(*)[ELI_KVQ_MAX_DIM / 16])mf, b, ag); break;
-                case 2: tbq_accum_tile(four, 2, c, lut, n, r, rb, w, (const float(*)[ELI_KVQ_MAX_DIM / 16])mf, b, ag); break;
-                case 3: tbq_accum_tile(four, 3, c, lut, n, r, rb, w, (const float(*)[ELI_KVQ_MAX_DIM / 16])mf, b, ag); break;
-                default: tbq_accum_tile(four, 4, c, lut, n, r, rb, w, (const float(*)[ELI_KVQ_MAX_DIM / 16])mf, b, ag); break;
-                }
-        }
-    }
-}
+static float decode_tbq4(const eli_kvq *c, const uint8_t *blk, float *x) { return tbq_decode(1, c, blk, x); }
+static float decode_tbq3(const eli_kvq *c, const uint8_t *blk, float *x) { return tbq_decode(0, c, blk, x); }
 
 static void accum_tbq4(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
                        float *acc) {
-    tbq_accum(1, c, nc, rows, rb, G, p, ss, acc);
+    eli_kvq_accum_decoded(c, nc, rows, rb, G, p, ss, acc, c->d >= 64 ? decode_tbq4 : eli_kvq_decoder_ref(c), pv_f32());
 }
 
 static void accum_tbq3(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
                        float *acc) {
-    tbq_accum(0, c, nc, rows, rb, G, p, ss, acc);
+    eli_kvq_accum_decoded(c, nc, rows, rb, G, p, ss, acc, c->d >= 128 ? decode_tbq3 : eli_kvq_decoder_ref(c), pv_f32());
 }
 
 /* ---- q4_polar ---- */
@@ -175,23 +123,14 @@ static void score_polar(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb
     }
 }
 
+static float decode_polar(const eli_kvq *c, const uint8_t *blk, float *x) {
+    polar_decode(c, blk, x, x + c->d / 2);
+    return h2f(blk + c->head_bytes - 2);
+}
+
 static void accum_polar(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
                         float *acc) {
-    const int d = c->d, h = d / 2;
-    float e[ELI_KVQ_MAX_DIM / 2], o[ELI_KVQ_MAX_DIM / 2];
-    for (int j = 0; j < nc; j++) {
-        const uint8_t *blk = rows + (size_t)j * rb;
-        polar_decode(c, blk, e, o);
-        const float r = h2f(blk + c->head_bytes - 2);
-        for (int g = 0; g < G; g++) {
-            const __m256 w = _mm256_set1_ps(p[(size_t)g * ss + j] * r);
-            float *a = acc + (size_t)g * d;
-            for (int i = 0; i < h; i += 8) {
-                _mm256_storeu_ps(a + i, _mm256_fmadd_ps(w, _mm256_loadu_ps(e + i), _mm256_loadu_ps(a + i)));
-                _mm256_storeu_ps(a + h + i, _mm256_fmadd_ps(w, _mm256_loadu_ps(o + i), _mm256_loadu_ps(a + h + i)));
-            }
-        }
-    }
+    eli_kvq_accum_decoded(c, nc, rows, rb, G, p, ss, acc, decode_polar, pv_f32());
 }
 
 /* ---- qjl1_256: +-Sq by the sign bits (an XOR of the float sign), 8 lanes ---- */

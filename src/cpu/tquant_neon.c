@@ -20,8 +20,6 @@
 
 #include "neon_dotprod.h"
 
-#define KVQ_CHUNK 64
-
 static inline float h2f(const uint8_t *p) {
     uint16_t h;
     memcpy(&h, p, sizeof h);
@@ -119,70 +117,37 @@ static DOTPROD void score_tbq3_dp(const eli_kvq *c, int nc, const uint8_t *rows,
     tbq_score_dp(0, c, nc, rows, rb, G, qp, s, ss);
 }
 
-/* acc[g][16 b ..] += w[g][j] * (m * level), GB (<= 4) heads in registers over the chunk's rows */
-static inline __attribute__((always_inline)) void tbq_accum_tile(int four, int GB, const eli_kvq *c, int8x16_t lut,
-                                                                 int n, const uint8_t *rows, size_t rb,
-                                                                 float w[][KVQ_CHUNK], float mf[][ELI_KVQ_MAX_DIM / 16],
-                                                                 int b, float *acc) {
-    const int d = c->d;
-    float32x4_t a[4][4];
-    for (int g = 0; g < GB; g++)
-        for (int k = 0; k < 4; k++) a[g][k] = vld1q_f32(acc + (size_t)g * d + 16 * b + 4 * k);
-    for (int j = 0; j < n; j++) {
-        const int8x16_t lv = tbq_levels16(four, lut, rows + (size_t)j * rb + 2 + c->sub_bytes, b);
+/* ---- accumulate: each row decoded to floats (m * level, or polar's unit vector), then the NEON table's f32
+ * attn_pv (vfmaq per term, rows in order: the reference's steps) ---- */
+
+static eli_kvq_pv_fn pv_f32(void) { return eli_kernels_neon()->attn_pv[ELI_TYPE_F32]; }
+
+static inline __attribute__((always_inline)) float tbq_decode(int four, const eli_kvq *c, const uint8_t *blk, float *x) {
+    const int8x16_t lut = tbq_lut(c);
+    int32_t m[ELI_KVQ_MAX_DIM / 16];
+    eli_kvq_tbq_mults(c, blk, m);
+    for (int b = 0; b < c->d / 16; b++) {
+        const int8x16_t lv = tbq_levels16(four, lut, blk + 2 + c->sub_bytes, b);
         const int16x8_t l0 = vmovl_s8(vget_low_s8(lv)), l1 = vmovl_high_s8(lv);
-        float32x4_t v[4] = {vcvtq_f32_s32(vmovl_s16(vget_low_s16(l0))), vcvtq_f32_s32(vmovl_high_s16(l0)),
-                            vcvtq_f32_s32(vmovl_s16(vget_low_s16(l1))), vcvtq_f32_s32(vmovl_high_s16(l1))};
-        for (int k = 0; k < 4; k++) v[k] = vmulq_n_f32(v[k], mf[j][b]);
-        for (int g = 0; g < GB; g++) {
-            const float32x4_t wg = vdupq_n_f32(w[g][j]);
-            for (int k = 0; k < 4; k++) a[g][k] = vfmaq_f32(a[g][k], wg, v[k]);
-        }
+        const float mf = (float)m[b];
+        vst1q_f32(x + 16 * b, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(l0))), mf));
+        vst1q_f32(x + 16 * b + 4, vmulq_n_f32(vcvtq_f32_s32(vmovl_high_s16(l0)), mf));
+        vst1q_f32(x + 16 * b + 8, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(l1))), mf));
+        vst1q_f32(x + 16 * b + 12, vmulq_n_f32(vcvtq_f32_s32(vmovl_high_s16(l1)), mf));
     }
-    for (int g = 0; g < GB; g++)
-        for (int k = 0; k < 4; k++) vst1q_f32(acc + (size_t)g * d + 16 * b + 4 * k, a[g][k]);
+    return h2f(blk);
 }
 
-static inline __attribute__((always_inline)) void tbq_accum(int four, const eli_kvq *c, int nc, const uint8_t *rows,
-                                                            size_t rb, int G, const float *p, size_t ss, float *acc) {
-    if (c->d < (four ? 64 : 128)) {
-        eli_kvq_accum_ref(c, nc, rows, rb, G, p, ss, acc);
-        return;
-    }
-    const int nb = c->d / 16;
-    const int8x16_t lut = tbq_lut(c);
-    float sk[KVQ_CHUNK], w[4][KVQ_CHUNK], mf[KVQ_CHUNK][ELI_KVQ_MAX_DIM / 16];
-    int32_t m[ELI_KVQ_MAX_DIM / 16];
-    for (int j0 = 0; j0 < nc; j0 += KVQ_CHUNK) {
-        const int n = nc - j0 < KVQ_CHUNK ? nc - j0 : KVQ_CHUNK;
-        const uint8_t *r = rows + (size_t)j0 * rb;
-        for (int j = 0; j < n; j++) {
-            sk[j] = h2f(r + (size_t)j * rb);
-            eli_kvq_tbq_mults(c, r + (size_t)j * rb, m);
-            for (int b = 0; b < nb; b++) mf[j][b] = (float)m[b];
-        }
-        for (int g0 = 0; g0 < G; g0 += 4) {
-            const int GB = G - g0 < 4 ? G - g0 : 4;
-            for (int g = 0; g < GB; g++)
-                for (int j = 0; j < n; j++) w[g][j] = p[(size_t)(g0 + g) * ss + j0 + j] * sk[j];
-            float *ag = acc + (size_t)g0 * c->d;
-            for (int b = 0; b < nb; b++) switch (GB) {
-                case 1: tbq_accum_tile(four, 1, c, lut, n, r, rb, w, mf, b, ag); break;
-                case 2: tbq_accum_tile(four, 2, c, lut, n, r, rb, w, mf, b, ag); break;
-                case 3: tbq_accum_tile(four, 3, c, lut, n, r, rb, w, mf, b, ag); break;
-                default: tbq_accum_tile(four, 4, c, lut, n, r, rb, w, mf, b, ag); break;
-                }
-        }
-    }
-}
+static float decode_tbq4(const eli_kvq *c, const uint8_t *blk, float *x) { return tbq_decode(1, c, blk, x); }
+static float decode_tbq3(const eli_kvq *c, const uint8_t *blk, float *x) { return tbq_decode(0, c, blk, x); }
 
 static void accum_tbq4(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
                        float *acc) {
-    tbq_accum(1, c, nc, rows, rb, G, p, ss, acc);
+    eli_kvq_accum_decoded(c, nc, rows, rb, G, p, ss, acc, c->d >= 64 ? decode_tbq4 : eli_kvq_decoder_ref(c), pv_f32());
 }
 static void accum_tbq3(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
                        float *acc) {
-    tbq_accum(0, c, nc, rows, rb, G, p, ss, acc);
+    eli_kvq_accum_decoded(c, nc, rows, rb, G, p, ss, acc, c->d >= 128 ? decode_tbq3 : eli_kvq_decoder_ref(c), pv_f32());
 }
 
 /* ---- q4_polar ---- */
@@ -275,23 +240,14 @@ static void score_polar(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb
     }
 }
 
+static float decode_polar(const eli_kvq *c, const uint8_t *blk, float *x) {
+    polar_decode(c, blk, x, x + c->d / 2);
+    return h2f(blk + c->head_bytes - 2);
+}
+
 static void accum_polar(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
                         float *acc) {
-    const int d = c->d, h = d / 2;
-    float e[ELI_KVQ_MAX_DIM / 2], o[ELI_KVQ_MAX_DIM / 2];
-    for (int j = 0; j < nc; j++) {
-        const uint8_t *blk = rows + (size_t)j * rb;
-        polar_decode(c, blk, e, o);
-        const float r = h2f(blk + c->head_bytes - 2);
-        for (int g = 0; g < G; g++) {
-            const float32x4_t w = vdupq_n_f32(p[(size_t)g * ss + j] * r);
-            float *a = acc + (size_t)g * d;
-            for (int i = 0; i < h; i += 4) {
-                vst1q_f32(a + i, vfmaq_f32(vld1q_f32(a + i), w, vld1q_f32(e + i)));
-                vst1q_f32(a + h + i, vfmaq_f32(vld1q_f32(a + h + i), w, vld1q_f32(o + i)));
-            }
-        }
-    }
+    eli_kvq_accum_decoded(c, nc, rows, rb, G, p, ss, acc, decode_polar, pv_f32());
 }
 
 /* ---- qjl1_256 ---- */

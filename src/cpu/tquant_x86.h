@@ -18,8 +18,6 @@
 #include "kvquant.h"
 #include "tquant.h"
 
-#define KVQ_CHUNK 64 /* rows whose per-row scalars are gathered at once by the accumulate kernels */
-
 static inline int kvq_hsum_epi32(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
@@ -71,7 +69,7 @@ static inline __m256i tbq_lut(const eli_kvq *c) {
     return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)l));
 }
 
-/* one block (a head of c, or a tq4_0 block: the same bytes as a tbq4_0 head of 256) against GB (<= 4) int8
+/* one block (a head of c, or a tq4_0 block: the same bytes as a tbq4_0 head of 256) against GB (<= 8) int8
  * vectors qstride bytes apart, each a float scale at 0 and int8 values at qoff: s[g * ss] = (block scale *
  * scale_g) * isum_g */
 static inline __attribute__((always_inline)) void tbq_score_row(int four, int GB, const eli_kvq *c, __m256i lut,
@@ -80,7 +78,7 @@ static inline __attribute__((always_inline)) void tbq_score_row(int four, int GB
     const uint8_t *codes = blk + 2 + c->sub_bytes;
     const __m256i idx[4] = {_mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3),
                             _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5), _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7)};
-    __m256i acc[4];
+    __m256i acc[8];
     for (int g = 0; g < GB; g++) acc[g] = _mm256_setzero_si256();
     __m256i words = _mm256_setzero_si256();
     for (int ch = 0; ch < c->d / 32; ch++) {
@@ -108,17 +106,21 @@ static inline __attribute__((always_inline)) void tbq_score(int four, const eli_
         return;
     }
     const __m256i lut = tbq_lut(c);
-    for (int g0 = 0; g0 < G; g0 += 4) {
+    for (int g0 = 0; g0 < G; g0 += 8) {
         const uint8_t *qg = (const uint8_t *)qp + (size_t)g0 * c->query_bytes;
         float *sg = s + (size_t)g0 * ss;
         for (int j = 0; j < nc; j++) {
             const uint8_t *blk = rows + (size_t)j * rb;
             const size_t qb = c->query_bytes;
-            switch (G - g0 < 4 ? G - g0 : 4) {
+            switch (G - g0 < 8 ? G - g0 : 8) {
             case 1: tbq_score_row(four, 1, c, lut, blk, qg, qb, 64, sg + j, ss); break;
             case 2: tbq_score_row(four, 2, c, lut, blk, qg, qb, 64, sg + j, ss); break;
             case 3: tbq_score_row(four, 3, c, lut, blk, qg, qb, 64, sg + j, ss); break;
-            default: tbq_score_row(four, 4, c, lut, blk, qg, qb, 64, sg + j, ss); break;
+            case 4: tbq_score_row(four, 4, c, lut, blk, qg, qb, 64, sg + j, ss); break;
+            case 5: tbq_score_row(four, 5, c, lut, blk, qg, qb, 64, sg + j, ss); break;
+            case 6: tbq_score_row(four, 6, c, lut, blk, qg, qb, 64, sg + j, ss); break;
+            case 7: tbq_score_row(four, 7, c, lut, blk, qg, qb, 64, sg + j, ss); break;
+            default: tbq_score_row(four, 8, c, lut, blk, qg, qb, 64, sg + j, ss); break;
             }
         }
     }
