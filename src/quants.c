@@ -1323,8 +1323,9 @@ static float vec_dot_q6_K_q8_K(int64_t n, const void *vx, const void *vy) {
 /* ------------------------------------------------------------------------------------------------------
  * TQ4_0 (ours, tquant.h): 256 weights rotated, 4-bit Lloyd-Max codes at d * m, m per 16 weights from a
  * 3-bit code; the least-squares d. Its activation Q8_TQ is rotated the same way, so a dot product is the
- * one of the rotated vectors (the map is orthogonal): per block an integer sum per 16 weights times m, then
- * sumf + (d_w * d_y) * isum, in block order (the SIMD tables repeat exactly these float steps).
+ * one of the rotated vectors (the map is orthogonal), in the 8 lanes of lanes8_fma: lane l takes the integer
+ * sum of the values m * level times y over elements 4l..4l+3 of every 32, one FMA per block with d_w * d_y,
+ * the lanes added in lanes8_total's tree (what the SIMD tables compute without a horizontal sum per block).
  * ---------------------------------------------------------------------------------------------------- */
 
 _Static_assert(sizeof(eli_block_tq4_0) == 136, "tq4_0 block size");
@@ -1391,7 +1392,7 @@ static void dequantize_row_q8_tq(const void *src, float *y, int64_t k) {
 }
 
 static float vec_dot_tq4_0_q8_tq(int64_t n, const void *vx, const void *vy) {
-    float sumf = 0.0f;
+    float acc[8] = {0};
     for (int64_t b = 0; b < n / ELI_QK_K; b++) {
         eli_block_tq4_0 x;
         eli_block_q8_tq y;
@@ -1399,11 +1400,15 @@ static float vec_dot_tq4_0_q8_tq(int64_t n, const void *vx, const void *vy) {
         memcpy(&x, (const eli_block_tq4_0 *)vx + b, sizeof x);
         memcpy(&y, (const eli_block_q8_tq *)vy + b, sizeof y);
         tq4_0_ints(&x, v);
-        int32_t isum = 0;
-        for (int i = 0; i < ELI_QK_K; i++) isum += v[i] * y.qs[i];
-        sumf += (fp16_load(&x.d) * y.d) * (float)isum;
+        const float d = fp16_load(&x.d) * y.d;
+        for (int l = 0; l < 8; l++) {
+            int32_t s = 0;
+            for (int i0 = 0; i0 < ELI_QK_K; i0 += 32)
+                for (int k = 0; k < 4; k++) s += v[i0 + 4 * l + k] * y.qs[i0 + 4 * l + k];
+            acc[l] = fmaf((float)s, d, acc[l]);
+        }
     }
-    return sumf;
+    return lanes8_total(acc);
 }
 
 /* ------------------------------------------------------------------------------------------------------

@@ -69,7 +69,7 @@ static void polar_decode(const eli_kvq *c, const uint8_t *blk, float *e, float *
         const __m256 ct = _mm256_loadu_ps(c->cosl[l - 2]), st = _mm256_loadu_ps(c->sinl[l - 2]);
         for (int i = 0; i < n; i += 8) {
             uint32_t w = 0;
-            memcpy(&w, up + 3 * (base + (size_t)i) / 8, 3);
+            memcpy(&w, up + 3 * (base + (size_t)i) / 8, 4); /* 3 bytes and the next (the stream or r follows) */
             const __m256i k = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)w), _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21)),
                                                _mm256_set1_epi32(7));
             const __m256 a = _mm256_loadu_ps(rho + i);
@@ -81,7 +81,7 @@ static void polar_decode(const eli_kvq *c, const uint8_t *blk, float *e, float *
     const __m256i sign = _mm256_set1_epi32((int)0x80000000u);
     for (int i = 0; i < h; i += 8) {
         uint64_t w = 0;
-        memcpy(&w, blk + 5 * (size_t)i / 8, 5);
+        memcpy(&w, blk + 5 * (size_t)i / 8, 8); /* 5 bytes and 3 more (the 3-bit stream follows) */
         const __m256i v = _mm256_set1_epi64x((long long)w);
         const __m256i lo = _mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 5, 10, 15));
         const __m256i hi = _mm256_srlv_epi64(v, _mm256_setr_epi64x(20, 25, 30, 35));

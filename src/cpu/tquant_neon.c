@@ -176,7 +176,7 @@ static void polar_decode(const eli_kvq *c, const uint8_t *blk, float *e, float *
         }
         for (int i = 0; i < n; i += 8) {
             uint32_t w = 0;
-            memcpy(&w, up + 3 * (base + (size_t)i) / 8, 3);
+            memcpy(&w, up + 3 * (base + (size_t)i) / 8, 4); /* 3 bytes and the next (the stream or r follows) */
             const uint32x4_t wv = vdupq_n_u32(w), seven = vdupq_n_u32(7);
             const uint32x4_t k0 = vandq_u32(vshlq_u32(wv, vld1q_s32(sh3)), seven);
             const uint32x4_t k1 = vandq_u32(vshlq_u32(wv, vld1q_s32(sh3 + 4)), seven);
@@ -194,7 +194,7 @@ static void polar_decode(const eli_kvq *c, const uint8_t *blk, float *e, float *
     const uint32x4_t sign = vdupq_n_u32(0x80000000u);
     for (int i = 0; i < h; i += 8) {
         uint64_t w = 0;
-        memcpy(&w, blk + 5 * (size_t)i / 8, 5);
+        memcpy(&w, blk + 5 * (size_t)i / 8, 8); /* 5 bytes and 3 more (the 3-bit stream follows) */
         const uint64x2_t wv = vdupq_n_u64(w);
         uint32x4_t k[2];
         for (int hf = 0; hf < 2; hf++)
@@ -274,8 +274,8 @@ static void score_qjl(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, 
     }
 }
 
-/* ---- tq4_0 weights against Q8_TQ activations: per block the integer sums of its 16 groups of 16 times
- * their multipliers, then sumf + (d_x * d_y) * isum in block order (quants.c) ---- */
+/* ---- tq4_0 weights against Q8_TQ activations: quants.c's 8 lanes, lanes 0-3 (4-7) from the first (second)
+ * 16 values of every 32, times their multiplier, one vfmaq per block with d_x * d_y ---- */
 
 static const eli_kvq tq4_block = {.type = ELI_KV_TBQ4_0, .d = 256, .log2d = 8, .cb = &eli_tq_cb4, .sub_bits = 3, .sub_bytes = 6};
 
@@ -283,19 +283,23 @@ static const eli_kvq tq4_block = {.type = ELI_KV_TBQ4_0, .d = 256, .log2d = 8, .
     static ATTR float NAME(int64_t n, const void *vx, const void *vy) {                                          \
         const int8x16_t lut = tbq_lut(&tq4_block);                                                               \
         int32_t m[16];                                                                                           \
-        float sumf = 0.0f;                                                                                       \
+        float32x4_t lo = vdupq_n_f32(0.0f), hi = vdupq_n_f32(0.0f);                                              \
         for (int64_t b = 0; b < n / 256; b++) {                                                                  \
             const uint8_t *x = (const uint8_t *)vx + b * sizeof(eli_block_tq4_0);                                \
             const uint8_t *y = (const uint8_t *)vy + b * sizeof(eli_block_q8_tq);                                \
-            eli_kvq_tbq_mults(&tq4_block, x, m);                                                                         \
-            int32x4_t acc = vdupq_n_s32(0);                                                                      \
-            for (int k = 0; k < 16; k++)                                                                         \
-                acc = vmlaq_n_s32(acc, DOT(tbq_levels16(1, lut, x + 8, k), vld1q_s8((const int8_t *)y + 4 + 16 * k)), m[k]); \
+            eli_kvq_tbq_mults(&tq4_block, x, m);                                                                 \
+            int32x4_t l0 = vdupq_n_s32(0), l1 = vdupq_n_s32(0);                                                  \
+            for (int k = 0; k < 16; k += 2) {                                                                    \
+                l0 = vmlaq_n_s32(l0, DOT(tbq_levels16(1, lut, x + 8, k), vld1q_s8((const int8_t *)y + 4 + 16 * k)), m[k]); \
+                l1 = vmlaq_n_s32(l1, DOT(tbq_levels16(1, lut, x + 8, k + 1), vld1q_s8((const int8_t *)y + 20 + 16 * k)), m[k + 1]); \
+            }                                                                                                    \
             float dy;                                                                                            \
             memcpy(&dy, y, sizeof dy);                                                                           \
-            sumf += (h2f(x) * dy) * (float)vaddvq_s32(acc);                                                      \
+            const float d = h2f(x) * dy;                                                                         \
+            lo = vfmaq_n_f32(lo, vcvtq_f32_s32(l0), d);                                                          \
+            hi = vfmaq_n_f32(hi, vcvtq_f32_s32(l1), d);                                                          \
         }                                                                                                        \
-        return sumf;                                                                                             \
+        return lanes8_sum(lo, hi);                                                                               \
     }
 
 DEF_TQ4_DOT(vec_dot_tq4_0, , dot16)
