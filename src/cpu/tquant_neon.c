@@ -56,9 +56,10 @@ static inline __attribute__((always_inline)) int8x16_t tbq_levels16(int four, in
     return vqtbl1q_s8(lut, vorrq_u8(lo, vshlq_n_u8(hi, 2)));
 }
 
-/* the int32 sums of 4 products per lane of 16 levels and 16 query bytes */
+/* the int32 sums of 4 products per lane of 16 levels and 16 query bytes, lane l taking values 4l..4l+3 (as
+ * SDOT: tq4_0's dot keeps its lanes apart) */
 static inline int32x4_t dot16(int8x16_t lv, int8x16_t q) {
-    const int16x8_t p = vaddq_s16(vmull_s8(vget_low_s8(lv), vget_low_s8(q)), vmull_high_s8(lv, q)); /* |.| <= 32258 */
+    const int16x8_t p = vpaddq_s16(vmull_s8(vget_low_s8(lv), vget_low_s8(q)), vmull_high_s8(lv, q)); /* |.| <= 32258 */
     return vpaddlq_s16(p);
 }
 
