@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CC ?= cc
 
-.PHONY: all deps test asan clang run install clean cross-aarch64
+.PHONY: all deps test asan clang tsan fuzz fuzz-seeds run install clean cross-aarch64
 PREFIX ?= /usr/local
 
 all:
@@ -30,6 +30,23 @@ clang: deps
 	@cmake --build build-clang -j $(JOBS)
 	cd build-clang && ctest --output-on-failure -j $(JOBS)
 
+# The threaded tests under ThreadSanitizer (tests/tsan.sh names them and says why the others are left out).
+tsan:
+	tests/tsan.sh build-tsan $(JOBS)
+
+# libFuzzer harnesses (tests/fuzz/fuzz_*.c, clang with ASan + UBSan), each run FUZZ_SECONDS on its corpus;
+# any finding fails. fuzz-seeds rewrites the binary seeds of tests/fuzz/corpus.
+FUZZ_SECONDS ?= 60
+fuzz:
+	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DELI_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_all
+	tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
+
+fuzz-seeds:
+	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DELI_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_seeds
+	build-fuzz/fuzz_seeds tests/fuzz/corpus
+
 # aarch64 cross build (gcc-aarch64-linux-gnu, libc6-dev-arm64-cross) with the kernel tests run under
 # qemu-aarch64 (qemu-user) as a Cortex-A53 (plain NEON) and as "max" (NEON + dotprod).
 cross-aarch64:
@@ -39,4 +56,4 @@ install: all
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD) build-asan build-clang build-aarch64
+	rm -rf $(BUILD) build-asan build-clang build-aarch64 build-tsan build-fuzz

@@ -8,8 +8,9 @@
  * - Every fallible call takes `char **out_error` last. On failure a malloc'ed, NUL-terminated message
  *   "[libelizainference] <function>: <reason>" is stored there; free it with eliza_inference_free_string.
  *   out_error may be NULL. Calls returning a pointer return NULL on failure. The library prints nothing.
- * - Arrays the library allocates are freed with eliza_inference_free_tokens, strings with
- *   eliza_inference_free_string; both accept NULL.
+ * - Token ids are int32_t everywhere (the hosts' Int32Array / jint[] / [Int32]). Arrays the library
+ *   allocates are freed with eliza_inference_free_tokens, strings with eliza_inference_free_string; both
+ *   accept NULL.
  * - Threading: a context may have several open streams, each with its own KV state over the shared
  *   read-only weights. One stream is driven by one thread at a time; eliza_inference_llm_stream_cancel may
  *   be called from any thread at any time. Context-level loads are serialized inside the library.
@@ -191,12 +192,12 @@ ELIZA_API void eliza_inference_llm_stream_close(EliLlmStream *s);
 /* Tokenizes text (text_len bytes; invalid UTF-8 goes through byte fallback). add_special prepends <bos>;
  * parse_special lets control-token text match. *out_tokens is allocated even when empty. */
 ELIZA_API int eliza_inference_tokenize(EliInferenceContext *ctx, const char *text, size_t text_len, int add_special,
-                                       int parse_special, int **out_tokens, size_t *out_n, char **out_error);
+                                       int parse_special, int32_t **out_tokens, size_t *out_n, char **out_error);
 /* Writes the text of tokens (NUL-terminated) and returns the bytes written (without the NUL). A buffer too
  * small for all of it receives as much as fits, cut at a UTF-8 character boundary, and the call still
  * succeeds (the return value tells how much). remove_special drops <bos>/<eos>; unparse_special renders
  * control tokens. */
-ELIZA_API int eliza_inference_detokenize(EliInferenceContext *ctx, const int *tokens, size_t n, int remove_special,
+ELIZA_API int eliza_inference_detokenize(EliInferenceContext *ctx, const int32_t *tokens, size_t n, int remove_special,
                                          int unparse_special, char *out_text, size_t max_text_bytes,
                                          char **out_error);
 /* Embedding of text: the model's final hidden states (after output_norm) pooled (MEAN, CLS = first token,
@@ -223,11 +224,11 @@ ELIZA_API int eliza_inference_llm_eot_score(EliInferenceContext *ctx, const int3
  * The stream never emits a token before it is verified, so a host has nothing to roll back; the events
  * tell it how speculation went. The arrays live only during the callback. */
 typedef struct {
-    const int *accepted_token_ids;
+    const int32_t *accepted_token_ids;
     size_t n_accepted;
     int rejected_from;
     int rejected_to;
-    const int *corrected_token_ids;
+    const int32_t *corrected_token_ids;
     size_t n_corrected;
 } EliVerifierEvent;
 typedef void (*eliza_verifier_cb)(const EliVerifierEvent *ev, void *user_data);
@@ -275,8 +276,8 @@ ELIZA_API int eliza_inference_asr_stream_supported(void);
 ELIZA_API EliAsrStream *eliza_inference_asr_stream_open(EliInferenceContext *ctx, int sample_rate_hz, char **out_error);
 ELIZA_API int eliza_inference_asr_stream_feed(EliAsrStream *s, const float *pcm, size_t n_samples, char **out_error);
 ELIZA_API int eliza_inference_asr_stream_partial(EliAsrStream *s, char *out_text, size_t max_text_bytes,
-                                                 int *out_tokens, size_t *io_n_tokens, char **out_error);
-ELIZA_API int eliza_inference_asr_stream_finish(EliAsrStream *s, char *out_text, size_t max_text_bytes, int *out_tokens,
+                                                 int32_t *out_tokens, size_t *io_n_tokens, char **out_error);
+ELIZA_API int eliza_inference_asr_stream_finish(EliAsrStream *s, char *out_text, size_t max_text_bytes, int32_t *out_tokens,
                                                 size_t *io_n_tokens, char **out_error);
 ELIZA_API void eliza_inference_asr_stream_close(EliAsrStream *s);
 
@@ -292,7 +293,7 @@ ELIZA_API int eliza_inference_tts_synthesize_stream(EliInferenceContext *ctx, co
 /* ELIZA_OK: nothing runs. */
 ELIZA_API int eliza_inference_cancel_tts(EliInferenceContext *ctx, char **out_error);
 ELIZA_API int eliza_inference_encode_reference(EliInferenceContext *ctx, const float *pcm, size_t n_samples,
-                                               int sample_rate_hz, int *out_K, int *out_ref_T, int **out_tokens,
+                                               int sample_rate_hz, int *out_K, int *out_ref_T, int32_t **out_tokens,
                                                char **out_error);
 ELIZA_API int eliza_inference_kokoro_load(EliInferenceContext *ctx, const char *gguf_path, const char *voice_bin_path,
                                           int style_dim, char **out_error);
@@ -337,7 +338,7 @@ ELIZA_API int eliza_inference_llm_eot_supported(void);
 
 /* ---- ownership ---- */
 ELIZA_API void eliza_inference_free_string(char *s);
-ELIZA_API void eliza_inference_free_tokens(int *tokens);
+ELIZA_API void eliza_inference_free_tokens(int32_t *tokens);
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,6 @@
 #include "backend.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* Defined in engine.c: the built-in engine and the same engine on the scalar reference kernels. */
@@ -16,8 +15,7 @@ const eli_backend *const *eli_backend_registry(void) { return registry; }
 
 static int is_builtin_name(const char *n) { return !strcmp(n, "builtin") || !strcmp(n, "cpu") || !strcmp(n, "eliza"); }
 
-const eli_backend *eli_backend_select(const char *bundle_dir, eli_error *err) {
-    const char *want = getenv("ELIZA_LLM_BACKEND");
+const eli_backend *eli_backend_select(const char *bundle_dir, const char *want, eli_error *err) {
     if (want && *want) {
         if (is_builtin_name(want)) return eli_backend_builtin();
         for (const eli_backend *const *b = registry; *b; b++) {

@@ -58,37 +58,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "strbuf.h"
+
 /* ---- output buffer ---------------------------------------------------------------------------- */
 
-typedef struct {
-    char *p;
-    size_t n, cap;
-    int oom;
-} sbuf;
+typedef eli_strbuf sbuf;
 
-static void sb_put(sbuf *b, const char *s, size_t len) {
-    if (b->oom || !len) return;
-    if (len > SIZE_MAX - b->n - 1) {
-        b->oom = 1;
-        return;
-    }
-    if (b->n + len + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap : 256;
-        while (nc < b->n + len + 1) nc = nc > SIZE_MAX / 2 ? b->n + len + 1 : nc * 2;
-        char *np = realloc(b->p, nc);
-        if (!np) {
-            b->oom = 1;
-            return;
-        }
-        b->p = np;
-        b->cap = nc;
-    }
-    memcpy(b->p + b->n, s, len);
-    b->n += len;
-    b->p[b->n] = '\0';
-}
-
-static void sb_puts(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+static void sb_put(sbuf *b, const char *s, size_t len) { eli_sb_put(b, s, len); }
+static void sb_puts(sbuf *b, const char *s) { eli_sb_puts(b, s); }
 
 /* Renderer state: the first error wins; every step returns early once rc is set. */
 typedef struct {

@@ -9,6 +9,8 @@
  *               may point into the device's copy afterwards)
  *   eli_xseq    one sequence on it: its KV state and scratch
  *   eli_xdraft  an MTP drafter's scratch for steps over a target sequence
+ *   eli_xtower  a multimodal tower (vision.h, audio.h) made ready like a model: its bound tower outlives
+ *               it and is rewired by it; its encodes run one at a time (callers are serialised)
  *
  * A batch is token ids OR embedding rows (the soft tokens of an image or an audio clip, already in the
  * text model's width), at positions n_past .. n_past + n - 1, attending causally except inside the spans
@@ -87,12 +89,22 @@ typedef struct eli_xseq {
 typedef struct eli_xdraft {
     const eli_exec *exec;
 } eli_xdraft;
+struct eli_vision;
+struct eli_audio;
+struct eli_image;
+typedef struct eli_xtower {
+    const eli_exec *exec;
+    struct eli_vision *vision; /* the bound tower it runs: one of the two is set */
+    struct eli_audio *audio;
+} eli_xtower;
 
 struct eli_exec {
     const char *name;
     const char *family; /* executors of one family share prepared models (cpu: the fast and the reference kernels) */
     int rank;           /* the default executor is the available one of highest rank */
     int (*available)(void);
+    /* what runs a model prepared here, for reports (the CPU: its kernel table's name) */
+    const char *(*describe)(const eli_xmodel *xm);
 
     /* a model made ready (m is changed and must outlive the result) */
     eli_xmodel *(*prepare)(eli_model *m, const eli_exec_options *o, eli_error *err);
@@ -130,6 +142,16 @@ struct eli_exec {
      * hidden state or the previous step's h_out): the drafter's logits and its h_out */
     int (*draft_step)(eli_xdraft *d, eli_xseq *target, int32_t t, int32_t pos, const float *h_in, float *logits,
                       float *h_out, eli_error *err);
+
+    /* Multimodal towers (NULL where the device has none: NOT_IMPLEMENTED). n_threads 0 = every online CPU. */
+    eli_xtower *(*vision_prepare)(struct eli_vision *v, const eli_exec_options *o, int n_threads, eli_error *err);
+    eli_xtower *(*audio_prepare)(struct eli_audio *a, const eli_exec_options *o, int n_threads, eli_error *err);
+    void (*tower_release)(eli_xtower *t);
+    /* an image preprocessed to the tower's size (eli_vision_preprocess; its patches within the position
+     * table) -> out[(w / patch / merge) * (h / patch / merge)][n_embd_text] */
+    int (*vision_encode)(eli_xtower *t, const struct eli_image *img, float *out, eli_error *err);
+    /* one 30-second chunk's log-mel mel[T][n_mel], 1 <= T <= a chunk's frames -> out[eli_audio_chunk_tokens(T)][n_embd] */
+    int (*audio_encode)(eli_xtower *t, const float *mel, int64_t T, float *out, eli_error *err);
 };
 
 /* The registered executors, NULL-terminated (exec.c). */
@@ -162,5 +184,15 @@ eli_xdraft *eli_draft_create(eli_xmodel *draft, eli_xseq *target, eli_error *err
 void eli_draft_free(eli_xdraft *d); /* NULL-safe */
 int eli_draft_step(eli_xdraft *d, eli_xseq *target, int32_t t, int32_t pos, const float *h_in, float *logits, float *h_out,
                    eli_error *err);
+/* A bound tower made ready on exec (NOT_IMPLEMENTED where exec has no towers). */
+eli_xtower *eli_vision_prepare(const eli_exec *exec, struct eli_vision *v, const eli_exec_options *o, int n_threads,
+                               eli_error *err);
+eli_xtower *eli_audio_prepare(const eli_exec *exec, struct eli_audio *a, const eli_exec_options *o, int n_threads,
+                              eli_error *err);
+void eli_xtower_release(eli_xtower *t); /* NULL-safe */
+/* The device's encoders (see the table); sessions call eli_vision_encode / eli_audio_embed, which prepare
+ * the input and size the output. */
+int eli_xtower_encode_image(eli_xtower *t, const struct eli_image *img, float *out, eli_error *err);
+int eli_xtower_encode_audio(eli_xtower *t, const float *mel, int64_t T, float *out, eli_error *err);
 
 #endif

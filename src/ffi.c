@@ -16,25 +16,29 @@
 
 #include "backend.h"
 #include "bundle.h"
-#include "drafter.h"
+#include "config.h"
 #include "eliza_inference.h"
 #include "engine.h"
+#include "exec.h"
 #include "ffi_internal.h"
-#include "forward.h"
+#include "grammar_vocab.h"
 #include "handles.h"
-#include "kv_cache.h"
+#include "kv_types.h"
 #include "model.h"
-#include "quants.h"
+#include "sampler.h"
 #include "tokenizer.h"
 
 struct EliInferenceContext {
     eli_bundle bundle;
     pthread_mutex_t mu;           /* serializes loads, evictions and stream registration */
     pthread_cond_t streams_gone;  /* n_streams dropped (destroy waits for 0) */
-    pthread_rwlock_t use;         /* read: a call using model/tok without a stream; write: (un)setting them */
+    pthread_rwlock_t use;         /* read: a call using the text model without a stream; write: (un)setting it */
     eli_model *model;
+    eli_xmodel *xm; /* model, prepared on the default executor */
     eli_tokenizer *tok;
+    eli_grammar_vocab *gvocab; /* tok's index for grammars, built by the first stream with one */
     eli_model *drafter; /* the bundle's mtp/ drafter, bound to model */
+    eli_xmodel *xdrafter;
     int n_streams;
     pthread_mutex_t verify_mu; /* recursive: held while the verifier callback runs, which may clear itself */
     eliza_verifier_cb verify_cb;
@@ -116,14 +120,32 @@ int eliza_inference_tokenize_supported(void) { return 1; }
 int eliza_inference_embed_supported(void) { return 1; }
 int eliza_inference_llm_eot_supported(void) { return 1; }
 void eliza_inference_free_string(char *s) { free(s); }
-void eliza_inference_free_tokens(int *tokens) { free(tokens); }
+void eliza_inference_free_tokens(int32_t *tokens) { free(tokens); }
 
 /* ---- context ---- */
 
-static void free_context(EliInferenceContext *c) {
+/* The prepared models go before the models they rewired. */
+static void drop_drafter(EliInferenceContext *c) {
+    eli_xmodel_release(c->xdrafter);
     eli_model_free(c->drafter);
+    c->xdrafter = NULL;
+    c->drafter = NULL;
+}
+
+static void drop_text(EliInferenceContext *c) {
+    drop_drafter(c);
+    eli_xmodel_release(c->xm);
+    eli_grammar_vocab_free(c->gvocab);
+    c->gvocab = NULL;
     eli_tokenizer_free(c->tok);
     eli_model_free(c->model);
+    c->xm = NULL;
+    c->tok = NULL;
+    c->model = NULL;
+}
+
+static void free_context(EliInferenceContext *c) {
+    drop_text(c);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->streams_gone);
     pthread_rwlock_destroy(&c->use);
@@ -168,19 +190,40 @@ EliInferenceContext *eliza_inference_create(const char *bundle_dir, char **out_e
     return c;
 }
 
+/* A model of the bundle loaded and prepared on the default executor with the configured options. */
+static int load_prepared(const char *path, eli_model **m, eli_xmodel **xm, const eli_model *target, eli_error *err) {
+    eli_config cfg;
+    int rc = eli_config_read(&cfg, err);
+    if (rc) return rc;
+    const eli_exec_options o = {cfg.kernels, cfg.repack};
+    if (!(*m = eli_model_load(path, err))) return err->code ? err->code : ELI_ERR_INVALID_ARG;
+    if ((target && (rc = eli_model_bind_assistant(*m, target, err))) ||
+        !(*xm = eli_exec_prepare(eli_exec_default(), *m, &o, err))) {
+        eli_error_prefix(err, "%s", path);
+        eli_model_free(*m);
+        *m = NULL;
+        return err->code ? err->code : ELI_ERR_INVALID_ARG;
+    }
+    return ELI_OK;
+}
+
 /* Loads the text model and its tokenizer (caller holds c->mu); they are published under the write lock. */
 static int load_text_locked(EliInferenceContext *c, eli_error *err) {
     if (c->model) return ELI_OK;
-    eli_model *m = eli_model_load(c->bundle.text_path, err);
-    if (!m) return err->code ? err->code : ELI_ERR_INVALID_ARG;
+    eli_model *m;
+    eli_xmodel *xm;
+    int rc = load_prepared(c->bundle.text_path, &m, &xm, NULL, err);
+    if (rc) return rc;
     eli_tokenizer *t = eli_tokenizer_load(m->file, err);
     if (!t) {
         eli_error_prefix(err, "%s", c->bundle.text_path);
+        eli_xmodel_release(xm);
         eli_model_free(m);
         return err->code ? err->code : ELI_ERR_INVALID_ARG;
     }
     pthread_rwlock_wrlock(&c->use);
     c->model = m;
+    c->xm = xm;
     c->tok = t;
     pthread_rwlock_unlock(&c->use);
     return ELI_OK;
@@ -192,15 +235,7 @@ static int load_mtp_locked(EliInferenceContext *c, eli_error *err) {
     if (rc || c->drafter) return rc;
     if (!c->bundle.mtp_path)
         return eli_fail(err, ELI_ERR_NOT_IMPLEMENTED, "bundle '%s' has no mtp/*.gguf drafter", c->bundle.dir);
-    eli_model *d = eli_model_load(c->bundle.mtp_path, err);
-    if (!d) return err->code ? err->code : ELI_ERR_INVALID_ARG;
-    if ((rc = eli_drafter_bind(d, c->model, err))) {
-        eli_error_prefix(err, "%s", c->bundle.mtp_path);
-        eli_model_free(d);
-        return rc;
-    }
-    c->drafter = d;
-    return ELI_OK;
+    return load_prepared(c->bundle.mtp_path, &c->drafter, &c->xdrafter, c->model, err);
 }
 
 /* Read-locks the context's text model, loading it first when needed; text_end unlocks. */
@@ -317,14 +352,8 @@ int eliza_inference_mmap_evict(EliInferenceContext *c, const char *region, char 
         } else {
             /* the drafter is bound to the text model, so it goes with it; calls reading the model finish first */
             pthread_rwlock_wrlock(&c->use);
-            eli_model_free(c->drafter);
-            c->drafter = NULL;
-            if (r == R_TEXT) {
-                eli_tokenizer_free(c->tok);
-                eli_model_free(c->model);
-                c->tok = NULL;
-                c->model = NULL;
-            }
+            if (r == R_TEXT) drop_text(c);
+            else drop_drafter(c);
             pthread_rwlock_unlock(&c->use);
         }
         pthread_mutex_unlock(&c->mu);
@@ -374,8 +403,6 @@ static int check_config(const eliza_llm_stream_config_t *cfg, char **out_error, 
     uint32_t tk, tv;
     eli_error err = {0};
     if (eli_kv_types_from_names(cfg->cache_type_k, cfg->cache_type_v, &tk, &tv, &err)) return eli_ffi_fail_err(out_error, fn, &err);
-    if (cfg->gbnf_grammar && *cfg->gbnf_grammar)
-        return eli_ffi_fail(out_error, fn, ELIZA_ERR_NOT_IMPLEMENTED, "GBNF grammars are not supported in this build");
     return ELIZA_OK;
 }
 
@@ -387,7 +414,8 @@ static EliLlmStream *open_stream(EliInferenceContext *c, const eliza_llm_stream_
     }
     if (check_config(cfg, out_error, fn)) return NULL;
     eli_error err = {0};
-    const eli_backend *be = eli_backend_select(c->bundle.dir, &err);
+    eli_config knobs;
+    const eli_backend *be = eli_config_read(&knobs, &err) ? NULL : eli_backend_select(c->bundle.dir, knobs.backend, &err);
     if (!be) {
         eli_ffi_fail_err(out_error, fn, &err);
         return NULL;
@@ -403,9 +431,13 @@ static EliLlmStream *open_stream(EliInferenceContext *c, const eliza_llm_stream_
     pthread_mutex_lock(&c->mu);
     const int bundle_mtp = cfg->draft_min > 0 && cfg->draft_max > 0 && !(cfg->mtp_drafter_path && *cfg->mtp_drafter_path);
     int rc = bundle_mtp ? load_mtp_locked(c, &err) : load_text_locked(c, &err);
+    /* the grammar index of the tokenizer: built once (a fraction of a second), shared by every stream */
+    if (!rc && cfg->gbnf_grammar && *cfg->gbnf_grammar && !c->gvocab) rc = eli_grammar_vocab_new(c->tok, &c->gvocab, &err);
     if (!rc) {
-        eli_backend_env env = {c->bundle.dir, c->bundle.text_path, c->bundle.mtp_path, c->model, c->tok,
-                               bundle_mtp ? c->drafter : NULL, verify_event, c};
+        const eli_backend_env env = {.bundle_dir = c->bundle.dir, .text_path = c->bundle.text_path,
+                                     .mtp_path = c->bundle.mtp_path, .xm = c->xm, .tok = c->tok,
+                                     .drafter = bundle_mtp ? c->xdrafter : NULL, .config = &knobs,
+                                     .grammar_vocab = c->gvocab, .on_verify = verify_event, .on_verify_user = c};
         s->session = be->open(&env, cfg, &err);
         if (!s->session) rc = err.code ? err.code : ELI_ERR_INVALID_ARG;
     }
@@ -522,7 +554,7 @@ void eliza_inference_llm_stream_close(EliLlmStream *s) {
 /* ---- text utilities ---- */
 
 int eliza_inference_tokenize(EliInferenceContext *c, const char *text, size_t text_len, int add_special,
-                             int parse_special, int **out_tokens, size_t *out_n, char **out_error) {
+                             int parse_special, int32_t **out_tokens, size_t *out_n, char **out_error) {
     static const char fn[] = "eliza_inference_tokenize";
     if (out_tokens) *out_tokens = NULL;
     if (out_n) *out_n = 0;
@@ -539,10 +571,8 @@ int eliza_inference_tokenize(EliInferenceContext *c, const char *text, size_t te
     }
     eli_handle_release(&live_contexts, c);
     if (rc) return eli_ffi_fail_err(out_error, fn, &err);
-    /* int and int32_t are the same type on every platform we build for */
-    _Static_assert(sizeof(int) == sizeof(int32_t), "int must be 32-bit");
     if (!ids && !(ids = malloc(sizeof *ids))) return eli_ffi_fail(out_error, fn, ELIZA_ERR_OOM, "out of memory");
-    *out_tokens = (int *)ids;
+    *out_tokens = ids;
     *out_n = n;
     return ELIZA_OK;
 }
@@ -555,7 +585,7 @@ static size_t utf8_prefix(const char *text, size_t len, size_t cap) {
     return n;
 }
 
-int eliza_inference_detokenize(EliInferenceContext *c, const int *tokens, size_t n, int remove_special,
+int eliza_inference_detokenize(EliInferenceContext *c, const int32_t *tokens, size_t n, int remove_special,
                                int unparse_special, char *out_text, size_t max_text_bytes, char **out_error) {
     static const char fn[] = "eliza_inference_detokenize";
     if (n && !tokens) return eli_ffi_fail(out_error, fn, ELIZA_ERR_INVALID_ARG, "tokens is NULL with n = %zu", n);
@@ -568,7 +598,7 @@ int eliza_inference_detokenize(EliInferenceContext *c, const int *tokens, size_t
     size_t len = 0;
     int rc = text_begin(c, &err);
     if (!rc) {
-        rc = eli_detokenize(c->tok, (const int32_t *)tokens, n, remove_special, unparse_special, &text, &len, &err);
+        rc = eli_detokenize(c->tok, tokens, n, remove_special, unparse_special, &text, &len, &err);
         text_end(c);
     }
     eli_handle_release(&live_contexts, c);
@@ -582,17 +612,16 @@ int eliza_inference_detokenize(EliInferenceContext *c, const int *tokens, size_t
     return (int)w;
 }
 
-/* Runs ids through a temporary context and returns the requested outputs for every row or the last
- * (caller holds the text read lock). */
-static int run_once(EliInferenceContext *c, const int32_t *ids, size_t n, const eli_outputs *out, eli_error *err) {
-    eli_context_params p = eli_context_default_params();
-    p.n_ctx = (int64_t)n;
-    p.kv_type_k = p.kv_type_v = ELI_TYPE_F32;
-    eli_context *x = eli_context_create(c->model, &p, err);
-    if (!x) return err->code;
-    int rc = eli_decode_ex(x, ids, (int64_t)n, out, err);
-    eli_context_free(x);
-    return rc;
+/* One pass over ids on the selected backend (caller holds the text read lock): the hidden states of every
+ * row when hidden is set, else the last row's logits. */
+static int run_once(EliInferenceContext *c, const eli_config *knobs, const int32_t *ids, size_t n, float *hidden,
+                    float *logits, eli_error *err) {
+    const eli_backend *be = eli_backend_select(c->bundle.dir, knobs->backend, err);
+    if (!be) return err->code;
+    if (!be->run_once) return eli_fail(err, ELI_ERR_NOT_IMPLEMENTED, "backend '%s' has no embedding or scoring pass", be->name);
+    const eli_backend_env env = {.bundle_dir = c->bundle.dir, .text_path = c->bundle.text_path, .mtp_path = c->bundle.mtp_path,
+                                 .xm = c->xm, .tok = c->tok, .config = knobs};
+    return be->run_once(&env, ids, n, hidden, logits, err);
 }
 
 /* embed's work under the text read lock: tokenize, decode, pool, normalize into out[E]. */
@@ -611,8 +640,8 @@ static int embed_locked(EliInferenceContext *c, const char *text, size_t text_le
         free(ids);
         return eli_fail(err, ELI_ERR_OOM, "out of memory");
     }
-    eli_outputs o = {NULL, hidden, 1};
-    rc = n ? run_once(c, ids, n, &o, err) : ELI_OK;
+    eli_config knobs;
+    if (!(rc = eli_config_read(&knobs, err)) && n) rc = run_once(c, &knobs, ids, n, hidden, NULL, err);
     free(ids);
     if (rc) {
         free(hidden);
@@ -671,18 +700,18 @@ static int eot_locked(EliInferenceContext *c, const int32_t *ids, size_t n, int3
         if (ids[i] < 0 || ids[i] >= V)
             return eli_fail(err, ELI_ERR_INVALID_ARG, "token id %d at index %zu is outside the vocabulary [0, %d)", ids[i], i, V);
     /* more ids than the scoring context holds: the last ones that fit (the end of the turn is what counts) */
+    eli_config knobs;
     int64_t cap;
-    int rc = eli_gen_context_size(0, c->model, &cap, err);
-    if (rc) return rc;
+    int rc = eli_config_read(&knobs, err);
+    if (rc || (rc = eli_gen_context_size(0, c->model, knobs.n_ctx, &cap, err))) return rc;
     if (n > (size_t)cap) ids += n - (size_t)cap, n = (size_t)cap;
     float *logits = malloc((size_t)V * sizeof *logits);
     if (!logits) return eli_fail(err, ELI_ERR_OOM, "out of memory");
-    eli_outputs o = {logits, NULL, 0};
-    if ((rc = run_once(c, ids, n, &o, err))) {
+    if ((rc = run_once(c, &knobs, ids, n, NULL, logits, err))) {
         free(logits);
         return rc;
     }
-    eli_softmax_inplace(logits, V);
+    eli_softmax(logits, (size_t)V, logits); /* in place */
     int top = 0;
     for (int i = 1; i < V; i++)
         if (logits[i] > logits[top]) top = i;

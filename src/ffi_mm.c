@@ -47,7 +47,7 @@ int eliza_inference_asr_stream_feed(EliAsrStream *s, const float *pcm, size_t n_
     return eli_ffi_absent(out_error, __func__, ASR);
 }
 
-int eliza_inference_asr_stream_partial(EliAsrStream *s, char *out_text, size_t max_text_bytes, int *out_tokens,
+int eliza_inference_asr_stream_partial(EliAsrStream *s, char *out_text, size_t max_text_bytes, int32_t *out_tokens,
                                        size_t *io_n_tokens, char **out_error) {
     (void)s, (void)out_tokens;
     if (out_text && max_text_bytes) out_text[0] = '\0';
@@ -55,7 +55,7 @@ int eliza_inference_asr_stream_partial(EliAsrStream *s, char *out_text, size_t m
     return eli_ffi_absent(out_error, __func__, ASR);
 }
 
-int eliza_inference_asr_stream_finish(EliAsrStream *s, char *out_text, size_t max_text_bytes, int *out_tokens,
+int eliza_inference_asr_stream_finish(EliAsrStream *s, char *out_text, size_t max_text_bytes, int32_t *out_tokens,
                                       size_t *io_n_tokens, char **out_error) {
     (void)s, (void)out_tokens;
     if (out_text && max_text_bytes) out_text[0] = '\0';

@@ -40,7 +40,7 @@ int eliza_inference_cancel_tts(EliInferenceContext *ctx, char **out_error) {
 }
 
 int eliza_inference_encode_reference(EliInferenceContext *ctx, const float *pcm, size_t n_samples, int sample_rate_hz,
-                                     int *out_K, int *out_ref_T, int **out_tokens, char **out_error) {
+                                     int *out_K, int *out_ref_T, int32_t **out_tokens, char **out_error) {
     (void)ctx, (void)pcm, (void)n_samples, (void)sample_rate_hz, (void)out_K, (void)out_ref_T;
     if (out_tokens) *out_tokens = NULL;
     return eli_ffi_absent(out_error, __func__, REFERENCE);

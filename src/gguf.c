@@ -19,6 +19,7 @@ struct gguf_file {
     const uint8_t *base;
     size_t size;
     eli_os_map map; /* the mapped file (fd -1 for a memory buffer) */
+    char *path;     /* for messages; NULL for a memory buffer */
     uint32_t version;
     uint32_t alignment;
     uint64_t data_offset;
@@ -396,6 +397,7 @@ gguf_file *gguf_open_memory(const void *buf, size_t size, eli_error *err) {
     f->base = buf;
     f->size = size;
     f->map.fd = -1;
+    f->map.guard = -1;
     return open_common(f, err);
 }
 
@@ -405,18 +407,24 @@ gguf_file *gguf_open(const char *path, eli_error *err) {
         return NULL;
     }
     gguf_file *f = calloc(1, sizeof *f);
-    if (!f) {
+    if (!f || !(f->path = strdup(path))) {
+        free(f);
         eli_fail(err, ELI_ERR_OOM, "out of memory");
         return NULL;
     }
     if (eli_os_map_file(path, &f->map, err)) {
-        free(f);
+        free(f->path), free(f);
         return NULL;
     }
     f->base = f->map.base;
     f->size = f->map.size;
     f = open_common(f, err);
-    if (!f) eli_error_prefix(err, "%s", path);
+    if (f && gguf_check_mapping(f, err)) {
+        gguf_close(f);
+        f = NULL;
+    } else if (!f) {
+        eli_error_prefix(err, "%s", path);
+    }
     return f;
 }
 
@@ -432,7 +440,14 @@ void gguf_close(gguf_file *f) {
     free(f->kv_index);
     free(f->tensor_index);
     if (f->map.fd >= 0) eli_os_unmap_file(&f->map);
+    free(f->path);
     free(f);
+}
+
+int gguf_check_mapping(const gguf_file *f, eli_error *err) {
+    if (!eli_os_map_faulted(&f->map)) return ELI_OK;
+    return eli_fail(err, ELI_ERR_BUNDLE_INVALID, "model file '%s' shrank while mapped (it had %zu bytes): reload it",
+                    f->path, f->size);
 }
 
 uint32_t gguf_version(const gguf_file *f) { return f->version; }

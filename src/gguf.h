@@ -79,6 +79,12 @@ gguf_file *gguf_open(const char *path, eli_error *err);
 /* Same over a caller-owned buffer (used by tests and fuzzers); the buffer must outlive the handle. */
 gguf_file *gguf_open_memory(const void *buf, size_t size, eli_error *err);
 void gguf_close(gguf_file *f);
+/* ELI_OK while the mapping shows the file. A file truncated while mapped makes a read of its mapping fault;
+ * gguf_open guards its mapping (mapguard.h), so the process survives and reads zeros from then on: this
+ * then fails with a message naming the file, and whatever was computed from the mapping since must be
+ * discarded (it is called after such reads: parsing, binding, the forward pass). Always ELI_OK for a
+ * memory buffer. */
+int gguf_check_mapping(const gguf_file *f, eli_error *err);
 
 uint32_t gguf_version(const gguf_file *f);
 uint64_t gguf_file_size(const gguf_file *f);

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pack.h"
 #include "quants.h"
 
 /* Hard limits that keep every size computation far from overflow; real models are well inside. */
@@ -415,7 +414,7 @@ static int bind_masked_head(binder *b) {
     return ELI_OK;
 }
 
-static eli_model *model_from_gguf(gguf_file *f, int pack, eli_error *err) {
+eli_model *eli_model_from_gguf(gguf_file *f, eli_error *err) {
     gguf_str arch;
     int rc = gguf_get_str(f, "general.architecture", &arch, err);
     if (rc < 0) return NULL;
@@ -484,7 +483,8 @@ static eli_model *model_from_gguf(gguf_file *f, int pack, eli_error *err) {
     for (int il = 0; il < hp->n_layer; il++)
         if (bind_layer(&b, il, n_ff, n_head, n_kv, swa)) goto fail;
     for (uint64_t i = 0; i < gguf_n_tensors(f); i++) m->weight_bytes += gguf_tensor_at(f, i)->nbytes;
-    if (pack && eli_model_pack(m, err)) goto fail;
+    /* binding read the mapping: zeros, if the file was cut meanwhile (gguf.h) */
+    if (gguf_check_mapping(f, err)) goto fail;
     free(n_ff), free(n_head), free(n_kv), free(swa);
     return m;
 fail:
@@ -494,12 +494,10 @@ fail:
     return NULL;
 }
 
-eli_model *eli_model_from_gguf(gguf_file *f, eli_error *err) { return model_from_gguf(f, 1, err); }
-
-static eli_model *load(const char *path, int pack, eli_error *err) {
+eli_model *eli_model_load(const char *path, eli_error *err) {
     gguf_file *f = gguf_open(path, err);
     if (!f) return NULL;
-    eli_model *m = model_from_gguf(f, pack, err);
+    eli_model *m = eli_model_from_gguf(f, err);
     if (!m) {
         eli_error_prefix(err, "%s", path);
         gguf_close(f);
@@ -507,14 +505,38 @@ static eli_model *load(const char *path, int pack, eli_error *err) {
     return m;
 }
 
-eli_model *eli_model_load(const char *path, eli_error *err) { return load(path, 1, err); }
-eli_model *eli_model_load_mapped(const char *path, eli_error *err) { return load(path, 0, err); }
+int eli_model_bind_assistant(eli_model *draft, const eli_model *target, eli_error *err) {
+    const eli_hparams *dh = &draft->hp, *th = &target->hp;
+    if (!draft->is_assistant) return eli_fail(err, ELI_ERR_INVALID_ARG, "drafter is not a gemma4-assistant model");
+    if (target->is_assistant) return eli_fail(err, ELI_ERR_INVALID_ARG, "the target is itself an assistant model");
+    if (dh->n_vocab != th->n_vocab)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "drafter vocabulary %d != target vocabulary %d", dh->n_vocab, th->n_vocab);
+    if (dh->n_embd_out != th->n_embd)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "drafter embedding_length_out %d != target embedding_length %d",
+                        dh->n_embd_out, th->n_embd);
+    for (int il = 0; il < dh->n_layer; il++) {
+        eli_layer *l = &draft->layers[il];
+        /* the donor: the target's last layer of the same type, followed to the layer that owns its K/V */
+        int src = -1;
+        for (int j = th->n_layer - 1; j >= 0 && src < 0; j--)
+            if (target->layers[j].is_swa == l->is_swa) src = target->layers[j].kv_source;
+        if (src < 0)
+            return eli_fail(err, ELI_ERR_INVALID_ARG, "drafter layer %d is %s but the target has no such layer", il,
+                            l->is_swa ? "sliding-window" : "full-attention");
+        const eli_layer *t = &target->layers[src];
+        if (t->head_dim != l->head_dim || t->n_head_kv != l->n_head_kv)
+            return eli_fail(err, ELI_ERR_INVALID_ARG,
+                            "drafter layer %d has head_dim %d / %d KV heads but target layer %d has %d / %d", il,
+                            l->head_dim, l->n_head_kv, src, t->head_dim, t->n_head_kv);
+        l->kv_source = src;
+    }
+    return ELI_OK;
+}
 
 void eli_model_free(eli_model *m) {
     if (!m) return;
     for (size_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
-    eli_model_unpack(m);
     free(m->layers);
     free(m->arch_name);
     gguf_close(m->file);

@@ -1,7 +1,8 @@
 /* Gemma 4 model: hyperparameters from the gemma4.* GGUF keys and tensors bound with shape checks.
- * The weights are bound in the file mapping; eli_model_pack (pack.h) then moves the matrices into
- * anonymous huge-page memory, Q4_0 ones in a packed layout. Small 1-D tensors (norms, scales, rope
- * factors) are converted to f32 arrays owned by the model. See ../shared/spec/gemma4.md sections 1, 2 and 4. */
+ * The weights are bound in the file mapping; an executor's prepare (exec.h) may then move the matrices
+ * into memory of its own and layouts of its own (the CPU's: cpu/pack.h). Small 1-D tensors (norms,
+ * scales, rope factors) are converted to f32 arrays owned by the model. See ../shared/spec/gemma4.md
+ * sections 1, 2 and 4. Nothing here knows about kernels or devices. */
 #ifndef ELI_MODEL_H
 #define ELI_MODEL_H
 
@@ -11,15 +12,17 @@
 #include "error.h"
 #include "gguf.h"
 
-/* A matrix (in the file mapping, or copied out of it; see pack.h): `rows` rows of `cols` values of `type` (ggml layout {cols, rows[, n_mat]}). */
+/* A matrix (in the file mapping, or copied out of it by an executor): `rows` rows of `cols` values of
+ * `type` (ggml layout {cols, rows[, n_mat]}). */
 typedef struct eli_weight {
     const void *data; /* NULL when the tensor is absent */
     uint32_t type;
     int64_t cols, rows, n_mat; /* n_mat > 1 for stacked expert matrices */
     size_t row_bytes;
     const char *name;
-    const void *packed; /* the rows interleaved for the packed kernels (pack.h), or NULL */
-    size_t packed_row_bytes; /* its bytes per row (eli_pack_row_bytes) */
+    const void *packed; /* an executor's copy in a layout of its own (the CPU's interleaved rows, cpu/pack.h),
+                         * or NULL: computed from data */
+    size_t packed_row_bytes; /* the copy's bytes per row */
 } eli_weight;
 
 typedef struct eli_layer {
@@ -90,19 +93,17 @@ typedef struct eli_model {
     void **owned; /* copies of small tensors (f32 vectors, the masked ordering), freed with the model */
     size_t n_owned;
     uint64_t weight_bytes; /* bytes of all tensor data in the file */
-    void *packed_map;      /* the packed matrices' allocation (eli_model_pack), or NULL */
-    size_t packed_map_len;
 } eli_model;
 
-/* Loads a gemma4 or gemma4-assistant GGUF (the file is opened and mapped; the model owns it), its
- * matrices moved out of the mapping for the kernels (eli_model_pack). */
+/* Loads a gemma4 or gemma4-assistant GGUF (the file is opened and mapped; the model owns it): binds the
+ * tensors, reads no weight (an executor's prepare does, exec.h). */
 eli_model *eli_model_load(const char *path, eli_error *err);
-/* The same with the weights left in the mapping, untouched: for inspecting a model (info, plan) without
- * reading its weights. */
-eli_model *eli_model_load_mapped(const char *path, eli_error *err);
 /* Binds a model over an already opened file; takes ownership of f on success. */
 eli_model *eli_model_from_gguf(gguf_file *f, eli_error *err);
 void eli_model_free(eli_model *m);
+/* Checks an assistant model (an MTP drafter) against its target (vocabulary, backbone width, layer
+ * geometry) and points each of its layers at the target layer whose cache it reads. Once, after loading. */
+int eli_model_bind_assistant(eli_model *draft, const eli_model *target, eli_error *err);
 /* Per-layer-embedding row r, dequantized into out (n_pl * n_layer floats). Its bytes are read from the
  * file (gguf_read_at: pread into raw, ple_token_embd.row_bytes bytes) rather than through the mapping, so
  * the table never becomes resident in this process however many distinct tokens a conversation sees

@@ -16,12 +16,16 @@ typedef struct eli_os_map {
     size_t size;
     int fd;
     int mapped;
+    int guard; /* the mapping's id in mapguard.h, -1 when there is none */
 } eli_os_map;
 
-/* Maps path. ELI_ERR_INVALID_ARG (cannot open, not a regular file) or ELI_ERR_OOM (cannot map), naming
- * the path. */
+/* Maps path, guarded (mapguard.h): a file another process cuts shorter while it is mapped reads as zeros
+ * from then on instead of killing the process, and eli_os_map_faulted says so. ELI_ERR_INVALID_ARG
+ * (cannot open, not a regular file) or ELI_ERR_OOM (cannot map or guard), naming the path. */
 int eli_os_map_file(const char *path, eli_os_map *m, eli_error *err);
 void eli_os_unmap_file(eli_os_map *m);
+/* 1 once a read of the mapping faulted (the file shrank): what was read from it since is zeros. */
+int eli_os_map_faulted(const eli_os_map *m);
 /* n bytes of the file at offset off into dst, with pread (never through the mapping: a file cut shorter
  * since it was mapped gives an error here, not a signal). 0, or an errno value (EIO for a short file). */
 int eli_os_read_at(const eli_os_map *m, uint64_t off, size_t n, void *dst);

@@ -10,9 +10,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "mapguard.h"
+
 int eli_os_map_file(const char *path, eli_os_map *m, eli_error *err) {
     memset(m, 0, sizeof *m);
     m->fd = -1;
+    m->guard = -1;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return eli_fail(err, ELI_ERR_INVALID_ARG, "cannot open '%s': %s", path, strerror(errno));
     struct stat st;
@@ -30,14 +33,25 @@ int eli_os_map_file(const char *path, eli_os_map *m, eli_error *err) {
     m->size = size;
     m->fd = fd;
     m->mapped = map != NULL;
+    m->guard = -1;
+    /* guarded before the first read: a file cut while its header is parsed is an error, not a SIGBUS */
+    if (m->mapped && (m->guard = eli_mapguard_register(m->base, m->size, err)) < 0) {
+        eli_error_prefix(err, "%s", path);
+        eli_os_unmap_file(m);
+        return err ? err->code : ELI_ERR_OOM;
+    }
     return ELI_OK;
 }
 
+int eli_os_map_faulted(const eli_os_map *m) { return eli_mapguard_faulted(m->guard); }
+
 void eli_os_unmap_file(eli_os_map *m) {
+    eli_mapguard_unregister(m->guard);
     if (m->mapped) munmap((void *)m->base, m->size);
     if (m->fd >= 0) close(m->fd);
     memset(m, 0, sizeof *m);
     m->fd = -1;
+    m->guard = -1;
 }
 
 int eli_os_read_at(const eli_os_map *m, uint64_t off, size_t n, void *dst) {

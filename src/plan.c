@@ -5,71 +5,53 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "forward.h"
-#include "kv_cache.h"
+#include "exec.h"
 #include "os.h"
 #include "quants.h"
 
 #define MIB (1024ull * 1024ull)
 
 eli_plan_params eli_plan_default_params(void) {
-    eli_plan_params p = {4096, 512, ELI_TYPE_F16, ELI_TYPE_F16, 0, -1};
+    eli_plan_params p = {4096, 512, ELI_TYPE_F16, ELI_TYPE_F16, 0, 1};
     return p;
-}
-
-
-static int default_ckpt(void) {
-    const char *e = getenv("ELIZA_LLM_KV_CHECKPOINTS");
-    if (!e || !*e) return 1;
-    char *end;
-    long v = strtol(e, &end, 10);
-    return *end || v < 0 ? 1 : v > 64 ? 64 : (int)v;
 }
 
 /* Tokenizer heap without measuring: per token its text twice (text + piece), offsets, type/flag bytes and
  * hash slots, about 48 bytes plus the text. */
 static uint64_t estimate_tokenizer(int64_t n_vocab, uint64_t text_bytes) { return (uint64_t)n_vocab * 48 + 2 * text_bytes; }
 
-/* Everything but the weights, from the model struct (geometry only). */
+/* Everything but the weights, from the model struct (geometry only): the sequence's part is what the
+ * default executor says it allocates (exec.h plan). */
 static int plan_core(const eli_model *m, const eli_plan_params *pp, eli_plan *o, eli_error *err) {
     eli_plan_params p = pp ? *pp : eli_plan_default_params();
     const eli_hparams *hp = &m->hp;
-    eli_context_params cp = eli_context_default_params();
-    cp.n_ctx = p.n_ctx > 0 ? p.n_ctx : 4096;
-    if (cp.n_ctx > hp->n_ctx_train) cp.n_ctx = hp->n_ctx_train;
-    cp.n_ubatch = p.n_ubatch > 0 ? p.n_ubatch : 512;
-    if (cp.n_ubatch > cp.n_ctx) cp.n_ubatch = cp.n_ctx;
-    cp.kv_type_k = p.kv_type_k;
-    cp.kv_type_v = p.kv_type_v;
-    cp.n_threads = p.n_threads;
-    if (cp.n_threads <= 0) cp.n_threads = eli_os_cpu_count();
-    int rc = eli_kv_check_type(m, p.kv_type_k, err);
-    if (rc || (rc = eli_kv_check_type(m, p.kv_type_v, err))) return rc;
-    o->n_ctx = cp.n_ctx;
-    o->n_ubatch = cp.n_ubatch;
-    o->n_threads = cp.n_threads;
-    o->n_ckpt = p.n_ckpt < 0 ? default_ckpt() : p.n_ckpt;
-    o->swa_cells = eli_kv_layer_cells(1, hp->n_swa, cp.n_ctx, cp.n_ubatch);
-    size_t swa, full;
-    eli_kv_predict_bytes(m, cp.n_ctx, cp.n_ubatch, cp.kv_type_k, cp.kv_type_v, &swa, &full);
-    o->kv_swa = swa;
-    o->kv_full = full;
-    /* a checkpoint: every true ring's cells (positions + K + V) */
-    uint64_t one = 0;
-    if (o->swa_cells < cp.n_ctx)
-        for (int il = 0; il < hp->n_layer; il++) {
-            const eli_layer *l = &m->layers[il];
-            const int64_t width = (int64_t)l->n_head_kv * l->head_dim;
-            if (l->has_kv && l->is_swa)
-                one += (uint64_t)o->swa_cells * (4 + eli_row_size(cp.kv_type_k, width) + eli_row_size(cp.kv_type_v, width));
-        }
-    o->kv_ckpt = one * (uint64_t)o->n_ckpt;
-    o->scratch = eli_context_scratch_bytes(m, &cp) + eli_context_qbuf_bound(m, &cp);
+    eli_seq_params sp = eli_seq_default();
+    sp.n_ctx = p.n_ctx > 0 ? p.n_ctx : 4096;
+    if (sp.n_ctx > hp->n_ctx_train) sp.n_ctx = hp->n_ctx_train;
+    sp.n_ubatch = p.n_ubatch > 0 ? p.n_ubatch : 512;
+    if (sp.n_ubatch > sp.n_ctx) sp.n_ubatch = sp.n_ctx;
+    sp.kv_type_k = p.kv_type_k;
+    sp.kv_type_v = p.kv_type_v;
+    sp.n_threads = p.n_threads > 0 ? p.n_threads : eli_os_cpu_count();
+    if (p.n_ckpt < 0 || p.n_ckpt > 64) return eli_fail(err, ELI_ERR_INVALID_ARG, "%d checkpoints: expected 0..64", p.n_ckpt);
+    sp.n_ckpt = p.n_ckpt;
+    eli_seq_memory mem;
+    int rc = eli_exec_default()->plan(m, &sp, &mem, err);
+    if (rc) return rc;
+    o->n_ctx = sp.n_ctx;
+    o->n_ubatch = sp.n_ubatch;
+    o->n_threads = sp.n_threads;
+    o->n_ckpt = sp.n_ckpt;
+    o->swa_cells = hp->n_swa + sp.n_ubatch < sp.n_ctx ? hp->n_swa + sp.n_ubatch : sp.n_ctx;
+    o->kv_swa = mem.kv_swa;
+    o->kv_full = mem.kv_full;
+    o->kv_ckpt = mem.kv_ckpt;
+    o->scratch = mem.scratch;
     /* eli_gen: tokens (capacity doubles from 256), logits + hidden, sampler candidates/probabilities */
     uint64_t cap = 256;
-    while ((int64_t)cap < cp.n_ctx) cap *= 2;
+    while ((int64_t)cap < sp.n_ctx) cap *= 2;
     o->session = cap * 4 + (uint64_t)hp->n_vocab * (4 + 12) + (uint64_t)hp->n_embd * 4;
-    o->baseline = 4 * MIB + (uint64_t)cp.n_threads * 64 * 1024;
+    o->baseline = 4 * MIB + (uint64_t)sp.n_threads * 64 * 1024;
     return ELI_OK;
 }
 

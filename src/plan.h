@@ -1,5 +1,5 @@
 /* Memory planner: what a stream of a model costs in resident memory, predicted from the same code that
- * allocates it (eli_kv_predict_bytes, eli_context_scratch_bytes) plus the mapping's touched bytes.
+ * allocates it (the default executor's plan, exec.h) plus the mapping's touched bytes.
  *
  *   weights resident  file bytes that decoding touches: every tensor except the per-layer-embedding (PLE)
  *                     table, plus the header/metadata (read at load). The matrices are copied out of the
@@ -30,7 +30,7 @@ typedef struct eli_plan_params {
     int64_t n_ubatch; /* 0 = 512 */
     uint32_t kv_type_k, kv_type_v; /* ELI_TYPE_F16 default */
     int n_threads;    /* 0 = online CPUs */
-    int n_ckpt;       /* window checkpoints per stream; -1 = the default (1, or ELIZA_LLM_KV_CHECKPOINTS) */
+    int n_ckpt;       /* window checkpoints per stream (0..64); 1 by default */
 } eli_plan_params;
 
 eli_plan_params eli_plan_default_params(void);

@@ -2,6 +2,7 @@
 #include "quantize.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +11,6 @@
 #include "gguf.h"
 #include "gguf_write.h"
 #include "quants.h"
-#include "threadpool.h"
 
 /* The mixture rules of llama.cpp, by the file type they belong to. */
 enum { MIX_NONE, MIX_Q4_K_S, MIX_Q4_K_M, MIX_Q5_K_S, MIX_Q5_K_M };
@@ -199,7 +199,7 @@ static int tensor_order(const void *a, const void *b) {
 }
 
 /* ------------------------------------------------------------------------------------------------------
- * Conversion, a chunk of rows at a time on the pool
+ * Conversion, a chunk of rows at a time on n threads
  * ---------------------------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -209,22 +209,47 @@ typedef struct {
     uint8_t *dst;
     float *f32; /* cols floats per thread */
     size_t in_row, out_row;
+    int nth;
 } convert_job;
 
-static void convert_task(void *ctx, int ith, int nth) {
-    const convert_job *j = ctx;
-    int64_t b, e;
-    eli_split(j->rows, ith, nth, &b, &e);
-    float *x = j->f32 + (size_t)ith * (size_t)j->cols;
+typedef struct {
+    const convert_job *j;
+    int ith;
+} convert_part;
+
+/* rows [rows * ith / nth, rows * (ith + 1) / nth): each row's bytes are the same whichever thread makes them */
+static void *convert_rows(void *arg) {
+    const convert_part *pt = arg;
+    const convert_job *j = pt->j;
+    const int64_t b = j->rows * pt->ith / j->nth, e = j->rows * (pt->ith + 1) / j->nth;
+    float *x = j->f32 + (size_t)pt->ith * (size_t)j->cols;
     for (int64_t r = b; r < e; r++) {
         eli_dequantize_row(j->tin, j->src + (size_t)r * j->in_row, x, j->cols);
         eli_quantize_row(j->tout, x, j->dst + (size_t)r * j->out_row, j->cols);
+    }
+    return NULL;
+}
+
+#define MAX_THREADS 256
+
+/* the job on j->nth threads (the caller is one of them; a thread that cannot start leaves its part to the
+ * caller) */
+static void convert(const convert_job *j) {
+    pthread_t th[MAX_THREADS];
+    convert_part part[MAX_THREADS];
+    int started[MAX_THREADS] = {0};
+    for (int i = 0; i < j->nth; i++) part[i] = (convert_part){j, i};
+    for (int i = 1; i < j->nth; i++) started[i] = pthread_create(&th[i], NULL, convert_rows, &part[i]) == 0;
+    convert_rows(&part[0]);
+    for (int i = 1; i < j->nth; i++) {
+        if (started[i]) pthread_join(th[i], NULL);
+        else convert_rows(&part[i]);
     }
 }
 
 #define CHUNK_BYTES (32u << 20) /* output bytes per chunk of rows */
 
-static int write_tensor(eli_gguf_writer *w, eli_pool *pool, const gguf_tensor *t, uint32_t tout, uint8_t **buf,
+static int write_tensor(eli_gguf_writer *w, int nth, const gguf_tensor *t, uint32_t tout, uint8_t **buf,
                         size_t *buf_cap, float **f32, eli_error *err) {
     const int64_t cols = t->ne[0], rows = gguf_tensor_nelements(t) / (cols ? cols : 1);
     if (tout == t->type) return eli_gguf_write_data(w, t->data, (size_t)t->nbytes, err);
@@ -242,13 +267,14 @@ static int write_tensor(eli_gguf_writer *w, eli_pool *pool, const gguf_tensor *t
         if (!p) return eli_fail(err, ELI_ERR_OOM, "out of memory converting '%s'", t->name);
         *buf = p, *buf_cap = need;
     }
-    float *x = realloc(*f32, sizeof(float) * (size_t)cols * (size_t)eli_pool_size(pool));
+    float *x = realloc(*f32, sizeof(float) * (size_t)cols * (size_t)nth);
     if (!x) return eli_fail(err, ELI_ERR_OOM, "out of memory converting '%s'", t->name);
     *f32 = x;
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
         const int64_t n = rows - r0 < chunk ? rows - r0 : chunk;
-        convert_job j = {t->type, tout, cols, n, (const uint8_t *)t->data + (size_t)r0 * in_row, *buf, x, in_row, out_row};
-        eli_pool_run(pool, convert_task, &j);
+        convert_job j = {t->type, tout, cols, n, (const uint8_t *)t->data + (size_t)r0 * in_row, *buf, x, in_row, out_row,
+                         n < nth ? (int)n : nth};
+        convert(&j);
         int rc = eli_gguf_write_data(w, *buf, (size_t)n * out_row, err);
         if (rc) return rc;
     }
@@ -284,12 +310,12 @@ int eli_quantize_file(const char *in, const char *out, const eli_qftype *ft, int
     const uint64_t nt = gguf_n_tensors(f);
     const gguf_tensor **order = calloc(nt ? nt : 1, sizeof *order);
     uint32_t *types = calloc(nt ? nt : 1, sizeof *types);
-    eli_pool *pool = eli_pool_create(n_threads < 1 ? 1 : n_threads);
+    const int nth = n_threads < 1 ? 1 : n_threads > MAX_THREADS ? MAX_THREADS : n_threads;
     eli_gguf_writer *w = NULL;
     uint8_t *buf = NULL;
     size_t buf_cap = 0;
     float *f32 = NULL;
-    int rc = !order || !types || !pool ? eli_fail(err, ELI_ERR_OOM, "out of memory") : read_hparams(f, &qs, err);
+    int rc = !order || !types ? eli_fail(err, ELI_ERR_OOM, "out of memory") : read_hparams(f, &qs, err);
     for (uint64_t i = 0; !rc && i < nt; i++) {
         order[i] = gguf_tensor_at(f, i);
         const int cat = category(order[i]->name);
@@ -318,7 +344,7 @@ int eli_quantize_file(const char *in, const char *out, const eli_qftype *ft, int
         else rc = eli_gguf_add_tensor(w, order[i]->name, types[i], nd, order[i]->ne, err);
     }
     for (uint64_t i = 0; !rc && i < nt; i++) {
-        rc = write_tensor(w, pool, order[i], types[i], &buf, &buf_cap, &f32, err);
+        rc = write_tensor(w, nth, order[i], types[i], &buf, &buf_cap, &f32, err);
         if (rc) eli_error_prefix(err, "tensor '%s'", order[i]->name);
         st.n_quantized += types[i] != order[i]->type;
         st.bytes_in += order[i]->nbytes;
@@ -333,7 +359,6 @@ int eli_quantize_file(const char *in, const char *out, const eli_qftype *ft, int
     st.n_fallback = qs.n_fallback;
     if (stats) *stats = st;
     free(order), free(types), free(buf), free(f32);
-    eli_pool_free(pool);
     gguf_close(f);
     return rc;
 }

@@ -47,7 +47,7 @@ typedef struct eli_quantize_stats {
     uint64_t n_weights;             /* elements of all tensors */
 } eli_quantize_stats;
 
-/* Quantizes the GGUF at in into out as file type ft with n_threads (>= 1). stats may be NULL. */
+/* Quantizes the GGUF at in into out as file type ft on n_threads threads (1..256). stats may be NULL. */
 int eli_quantize_file(const char *in, const char *out, const eli_qftype *ft, int n_threads, eli_quantize_stats *stats,
                       eli_error *err);
 

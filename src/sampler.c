@@ -167,9 +167,9 @@ static int add_penalties(eli_sampler *s, eli_error *err) {
         pe->hist = calloc(pe->cap, sizeof *pe->hist);
         pe->sorted = malloc(pe->cap * sizeof *pe->sorted);
     }
-    const eli_sampler_stage st = {"penalties",      pe,           0,           penalties_apply, NULL,
-                                  penalties_accept, penalties_reset, penalties_state_size, penalties_save,
-                                  penalties_load, penalties_free};
+    const eli_sampler_stage st = {.name = "penalties", .self = pe, .apply = penalties_apply, .accept = penalties_accept,
+                                  .reset = penalties_reset, .state_size = penalties_state_size, .save = penalties_save,
+                                  .load = penalties_load, .free = penalties_free};
     if (!pe || !pe->hist || !pe->sorted) {
         penalties_free(pe);
         return eli_fail(err, ELI_ERR_OOM, "sampler: out of memory");
@@ -257,6 +257,11 @@ void eli_sampler_reset(eli_sampler *s) {
     rng_seed(s->rng, s->p.seed);
 }
 
+void eli_sampler_new_generation(eli_sampler *s) {
+    for (int i = 0; i < s->n_stages; i++)
+        if (s->stages[i].mask_only && s->stages[i].reset) s->stages[i].reset(s->stages[i].self);
+}
+
 void eli_sampler_reseed(eli_sampler *s, uint64_t seed) {
     if (!s) return;
     s->p.seed = seed;
@@ -285,6 +290,45 @@ int eli_sampler_allows(eli_sampler *s, int32_t token, eli_error *err) {
         if (ok <= 0) return ok;
     }
     return 1;
+}
+
+/* ---- drafting ---- */
+
+static int drafts(const eli_sampler_stage *st) { return st->mark && st->rewind; }
+
+void eli_sampler_draft_begin(eli_sampler *s) {
+    for (int i = 0; i < s->n_stages; i++)
+        if (drafts(&s->stages[i])) s->stages[i].mark(s->stages[i].self);
+}
+
+int32_t eli_sampler_draft_mask(eli_sampler *s, float *logits, eli_error *err) {
+    int any = 0;
+    for (int i = 0; i < s->n_stages; i++) {
+        const eli_sampler_stage *st = &s->stages[i];
+        if (!drafts(st)) continue;
+        int rc = st->apply(st->self, logits, s->n_vocab, err);
+        if (rc) return rc;
+        any = 1;
+    }
+    if (!any) return s->n_vocab;
+    int32_t left = 0;
+    for (int32_t t = 0; t < s->n_vocab; t++) left += logits[t] != -INFINITY;
+    return left;
+}
+
+int eli_sampler_draft_accept(eli_sampler *s, int32_t token, eli_error *err) {
+    for (int i = 0; i < s->n_stages; i++) {
+        const eli_sampler_stage *st = &s->stages[i];
+        if (!drafts(st)) continue;
+        int rc = st->accept(st->self, token, 1, err);
+        if (rc) return rc;
+    }
+    return ELI_OK;
+}
+
+void eli_sampler_draft_end(eli_sampler *s) {
+    for (int i = 0; i < s->n_stages; i++)
+        if (drafts(&s->stages[i])) s->stages[i].rewind(s->stages[i].self);
 }
 
 /* ---- snapshots: the random stream, then per stage its name (u32 length + bytes), its state (u64 length
@@ -328,9 +372,10 @@ static int check_snapshot(const eli_sampler *s, const uint8_t *p, size_t n, eli_
             return eli_fail(err, ELI_ERR_INVALID_ARG, "sampler state: stage %d is not '%s'", i, st->name);
         off += nl;
         memcpy(&sz, p + off, sizeof sz), off += sizeof sz;
-        if (sz != (st->state_size ? st->state_size(st->self) : 0) || sz > n - off)
-            return eli_fail(err, ELI_ERR_INVALID_ARG, "sampler state: stage '%s' has %llu bytes, expected %zu", st->name,
-                            (unsigned long long)sz, st->state_size ? st->state_size(st->self) : 0);
+        /* the size is the stage's to check (a grammar's state grows and shrinks with its position) */
+        if (sz > n - off || (sz && !st->load))
+            return eli_fail(err, ELI_ERR_INVALID_ARG, "sampler state: stage '%s' has %llu bytes of %zu left", st->name,
+                            (unsigned long long)sz, n - off);
         off += (size_t)sz;
     }
     if (off != n) return eli_fail(err, ELI_ERR_INVALID_ARG, "sampler state has %zu bytes more than the chain", n - off);
@@ -360,10 +405,11 @@ int eli_sampler_load(eli_sampler *s, const void *buf, size_t n, eli_error *err) 
         off = sizeof s->rng;
         for (int i = 0; i < s->n_stages; i++) { /* the old bytes always load */
             const eli_sampler_stage *st = &s->stages[i];
-            const size_t sz = st->state_size ? st->state_size(st->self) : 0;
-            off += sizeof(uint32_t) + strlen(st->name) + sizeof(uint64_t);
-            if (sz) (void)st->load(st->self, old + off, sz, NULL);
-            off += sz;
+            uint64_t sz;
+            off += sizeof(uint32_t) + strlen(st->name);
+            memcpy(&sz, old + off, sizeof sz), off += sizeof sz;
+            if (sz) (void)st->load(st->self, old + off, (size_t)sz, NULL);
+            off += (size_t)sz;
         }
     } else {
         memcpy(s->rng, p, sizeof s->rng);

@@ -67,12 +67,17 @@ typedef struct eli_sampler_stage {
     /* a token joins the sequence: generated is 1 for the model's own tokens, 0 for context (prompt) ones */
     int (*accept)(void *self, int32_t token, int generated, eli_error *err);
     void (*reset)(void *self);
-    /* snapshots, for slot files and rollbacks: state_size bytes written by save, read back by load (which
-     * validates them: a damaged snapshot is an error and changes nothing) */
+    /* snapshots, for slot files and rollbacks: state_size bytes (for the current state) written by save,
+     * read back by load (which validates them, their size included: a damaged snapshot is an error and
+     * changes nothing) */
     size_t (*state_size)(const void *self);
     void (*save)(const void *self, void *buf);
     int (*load)(void *self, const void *buf, size_t n, eli_error *err);
     void (*free)(void *self);
+    /* drafting ahead (eli_sampler_draft_*): remember the current state, go back to it; NULL: the stage
+     * takes no part in drafting */
+    void (*mark)(void *self);
+    void (*rewind)(void *self);
 } eli_sampler_stage;
 
 /* Appends a stage (copied; the sampler frees its self with it, also when this fails). */
@@ -92,6 +97,16 @@ int32_t eli_sampler_probs(eli_sampler *s, const float *logits, float *probs, eli
  * negative on a stage error. */
 int eli_sampler_allows(eli_sampler *s, int32_t token, eli_error *err);
 
+/* Drafting (speculative decoding): the stages that can mark and rewind (a grammar) mask a draft model's
+ * logits as if the drafts so far had been accepted, so that drafts the target would refuse are not made.
+ * begin marks; mask applies them to logits[n_vocab] and returns how many tokens are left (0: drafting
+ * should stop); accept follows a draft (negative when a stage refuses it); end rewinds every stage to
+ * the mark. Nothing else of the sampler changes. */
+void eli_sampler_draft_begin(eli_sampler *s);
+int32_t eli_sampler_draft_mask(eli_sampler *s, float *logits, eli_error *err);
+int eli_sampler_draft_accept(eli_sampler *s, int32_t token, eli_error *err);
+void eli_sampler_draft_end(eli_sampler *s);
+
 /* A generated token joins the sequence: every stage follows it (a grammar refuses one it does not allow:
  * ELI_ERR_INVALID_ARG, nothing changed). Ids outside [0, n_vocab) are ignored. */
 int eli_sampler_accept(eli_sampler *s, int32_t token, eli_error *err);
@@ -103,10 +118,14 @@ void eli_sampler_note(eli_sampler *s, int32_t token);
 void eli_sampler_reset(eli_sampler *s);
 /* Same, with a new seed. */
 void eli_sampler_reseed(eli_sampler *s, uint64_t seed);
+/* A new generation begins (a prompt was added): the mask-only stages, which constrain one generation (a
+ * grammar), start over; the random stream and the other stages (the penalties' history) go on. */
+void eli_sampler_new_generation(eli_sampler *s);
 
 /* The whole state (the random stream and every stage's), for slot files and rollbacks: restoring a saved
- * state continues exactly. load checks the stage names and sizes against this sampler's chain and leaves
- * it unchanged on any mismatch. */
+ * state continues exactly. load checks the stage names against this sampler's chain, each stage checks
+ * its own bytes (their size may vary with the stage's state), and the sampler is left unchanged on any
+ * mismatch. */
 size_t eli_sampler_state_size(const eli_sampler *s);
 void eli_sampler_save(const eli_sampler *s, void *buf);
 int eli_sampler_load(eli_sampler *s, const void *buf, size_t n, eli_error *err);

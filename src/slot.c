@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bytes.h"
 #include "fileio.h"
-#include "kv_cache.h"
 #include "os.h"
 #include "quants.h"
 #include "sampler.h"
@@ -113,7 +113,7 @@ typedef struct {
     int64_t n_ctx, n_ubatch;
     uint32_t kv_type_k, kv_type_v, flags, reserved0;
     int64_t n_tokens, n_past, n_generated;
-    uint64_t sampler_bytes, reserved1[3];
+    uint64_t sampler_bytes, state_bytes, n_media, reserved1;
     int32_t mtp_window, mtp_pause, mtp_pause_len;
     uint32_t reserved;
     uint64_t mtp_rng;
@@ -121,16 +121,9 @@ typedef struct {
 } slot_header;
 
 typedef struct {
-    uint32_t index, has;
-    int64_t n_cells;
-    uint64_t row_bytes_k, row_bytes_v;
-    int64_t n_used;
-} slot_layer;
-
-static int64_t resolve_ubatch(int64_t n_ubatch, int64_t n_ctx) {
-    if (n_ubatch <= 0) n_ubatch = 512;
-    return n_ubatch > n_ctx ? n_ctx : n_ubatch;
-}
+    int64_t pos, n;
+    uint32_t bidir, reserved;
+} media_record;
 
 /* buffered, hashing writer over an atomic file */
 typedef struct {
@@ -146,7 +139,9 @@ static void w_flush(writer *w) {
     if (w->n && !w->rc) w->rc = eli_atomic_write(w->f, w->buf, w->n, w->err);
     w->n = 0;
 }
-static void w_put(writer *w, const void *data, size_t len) {
+
+static void w_put(void *wp, const void *data, size_t len) {
+    writer *w = wp;
     if (w->rc) return;
     eli_hash64_update(&w->h, data, len);
     if (len > sizeof w->buf / 2) {
@@ -159,25 +154,17 @@ static void w_put(writer *w, const void *data, size_t len) {
     w->n += len;
 }
 
-/* writes the rows of the occupied cells of one array (K or V), coalescing runs of adjacent cells */
-static void w_rows(writer *w, const eli_kv_layer *c, const uint8_t *rows, size_t row_bytes) {
-    for (int64_t i = 0; i < c->n_cells;) {
-        if (c->cell_pos[i] < 0) {
-            i++;
-            continue;
-        }
-        int64_t j = i;
-        while (j < c->n_cells && c->cell_pos[j] >= 0) j++;
-        w_put(w, rows + (size_t)i * row_bytes, (size_t)(j - i) * row_bytes);
-        i = j;
-    }
+/* counts the bytes a put sequence would write */
+static void count_put(void *total, const void *data, size_t len) {
+    (void)data;
+    *(uint64_t *)total += len;
 }
 
-int eli_slot_save(const char *path, const eli_model *m, eli_context *ctx, int64_t n_ubatch, const eli_slot_state *st,
-                  const float *logits, const float *hidden, eli_error *err) {
+int eli_slot_save(const char *path, eli_xseq *seq, const eli_slot_state *st, const float *logits, const float *hidden,
+                  eli_error *err) {
     if (!path || !*path) return eli_fail(err, ELI_ERR_INVALID_ARG, "save_slot: empty path");
-    const eli_kv_cache *kv = eli_context_kv_mut(ctx);
-    const int64_t n_past = eli_context_n_past(ctx);
+    const eli_model *m = seq->xm->model;
+    const eli_seq_params sp = eli_seq_params_of(seq);
     slot_header h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, MAGIC, 8);
@@ -188,128 +175,64 @@ int eli_slot_save(const char *path, const eli_model *m, eli_context *ctx, int64_
     h.n_embd = (uint32_t)m->hp.n_embd;
     h.n_vocab = (uint32_t)m->hp.n_vocab;
     h.n_swa = (uint32_t)m->hp.n_swa;
-    h.n_ctx = kv->n_ctx;
-    h.n_ubatch = resolve_ubatch(n_ubatch, kv->n_ctx);
-    h.kv_type_k = kv->type_k;
-    h.kv_type_v = kv->type_v;
+    h.n_ctx = sp.n_ctx;
+    h.n_ubatch = sp.n_ubatch;
+    h.kv_type_k = sp.kv_type_k;
+    h.kv_type_v = sp.kv_type_v;
     h.flags = (st->pending ? F_PENDING : 0) | (st->logits_valid && logits ? F_LOGITS : 0) | (st->done ? F_DONE : 0) |
               (st->has_mtp ? F_MTP : 0) | (st->hidden_valid && hidden ? F_HIDDEN : 0);
     h.n_tokens = st->n_tokens;
-    h.n_past = n_past;
+    h.n_past = eli_seq_n_past(seq);
     h.n_generated = st->n_generated;
     h.sampler_bytes = st->sampler ? eli_sampler_state_size(st->sampler) : 0;
+    h.n_media = (uint64_t)st->n_media;
+    int rc = eli_seq_save_state(seq, count_put, &h.state_bytes, err);
+    if (rc) return rc;
     if (st->has_mtp) {
         h.mtp_window = st->mtp.window, h.mtp_pause = st->mtp.pause, h.mtp_pause_len = st->mtp.pause_len;
         h.mtp_rng = st->mtp.rng, h.mtp_n_acc = st->mtp.n_acc, h.mtp_n_rej = st->mtp.n_rej;
     }
 
     writer *w = malloc(sizeof *w);
-    if (!w) return eli_fail(err, ELI_ERR_OOM, "save_slot: out of memory");
+    uint8_t *smp = h.sampler_bytes ? malloc((size_t)h.sampler_bytes) : NULL;
+    if (!w || (h.sampler_bytes && !smp)) {
+        free(w), free(smp);
+        return eli_fail(err, ELI_ERR_OOM, "save_slot: out of memory");
+    }
     w->n = 0, w->rc = 0, w->err = err;
     eli_hash64_init(&w->h);
     if (!(w->f = eli_atomic_open(path, err))) {
-        free(w);
+        free(w), free(smp);
         return err ? err->code : ELI_ERR_INVALID_ARG;
     }
     w_put(w, &h, sizeof h);
     w_put(w, st->tokens, (size_t)st->n_tokens * sizeof *st->tokens);
+    for (int i = 0; i < st->n_media; i++) {
+        const eli_media_span *span = &st->media[i];
+        const media_record rec = {span->pos, span->n, (uint32_t)(span->bidir != 0), 0};
+        w_put(w, &rec, sizeof rec);
+        w_put(w, span->embd, (size_t)(span->n * m->hp.n_embd) * sizeof *span->embd);
+    }
     if (h.flags & F_LOGITS) w_put(w, logits, (size_t)m->hp.n_vocab * sizeof *logits);
     if (h.flags & F_HIDDEN) w_put(w, hidden, (size_t)m->hp.n_embd * sizeof *hidden);
-    if (h.sampler_bytes) {
-        uint8_t *smp = malloc((size_t)h.sampler_bytes);
-        if (!smp) w->rc = eli_fail(err, ELI_ERR_OOM, "save_slot: out of memory");
-        else eli_sampler_save(st->sampler, smp), w_put(w, smp, (size_t)h.sampler_bytes);
-        free(smp);
-    }
-    for (int il = 0; il < kv->n_layer; il++) {
-        const eli_kv_layer *c = &kv->layers[il];
-        slot_layer sl = {(uint32_t)il, c->cell_pos != NULL, c->n_cells, c->row_bytes_k, c->row_bytes_v, 0};
-        if (!sl.has) {
-            sl.n_cells = 0, sl.row_bytes_k = sl.row_bytes_v = 0;
-            w_put(w, &sl, sizeof sl);
-            continue;
-        }
-        for (int64_t i = 0; i < c->n_cells; i++) sl.n_used += c->cell_pos[i] >= 0;
-        w_put(w, &sl, sizeof sl);
-        for (int64_t i = 0; i < c->n_cells; i++)
-            if (c->cell_pos[i] >= 0) w_put(w, &c->cell_pos[i], sizeof c->cell_pos[i]);
-        w_rows(w, c, c->k, c->row_bytes_k);
-        w_rows(w, c, c->v, c->row_bytes_v);
-    }
+    if (smp) eli_sampler_save(st->sampler, smp), w_put(w, smp, (size_t)h.sampler_bytes);
+    if (!w->rc && (rc = eli_seq_save_state(seq, w_put, w, err))) w->rc = rc;
     w_flush(w);
     uint64_t sum = eli_hash64_final(&w->h);
     if (!w->rc) w->rc = eli_atomic_write(w->f, &sum, sizeof sum, err);
-    int rc = w->rc;
+    rc = w->rc;
     if (rc) eli_atomic_abort(w->f);
     else rc = eli_atomic_commit(w->f, err);
-    free(w);
+    free(w), free(smp);
     if (rc) eli_error_prefix(err, "save_slot '%s'", path);
     return rc;
 }
 
 /* ---- restore ---- */
 
-typedef struct {
-    const uint8_t *p;
-    size_t left;
-} cursor;
-
-static const void *take(cursor *c, size_t n) {
-    if (n > c->left) return NULL;
-    const void *r = c->p;
-    c->p += n, c->left -= n;
-    return r;
-}
-
 static const char *type_name(uint32_t t) {
     const char *n = eli_type_name(t);
     return n ? n : "?";
-}
-
-/* Checks one layer record against the live cache; fills pos_tmp (n_cells) with the file's cell map. */
-static int check_layer(cursor *cur, const eli_kv_cache *kv, int il, int n_swa, int64_t n_past, int32_t *pos_tmp,
-                       const slot_layer **out_sl, const uint8_t **out_pos, eli_error *err) {
-    const slot_layer *sl = take(cur, sizeof *sl);
-    if (!sl) return eli_fail(err, ELI_ERR_INVALID_ARG, "layer %d: record truncated", il);
-    slot_layer l;
-    memcpy(&l, sl, sizeof l);
-    const eli_kv_layer *c = &kv->layers[il];
-    if (l.index != (uint32_t)il) return eli_fail(err, ELI_ERR_INVALID_ARG, "layer record %u where %d was expected", l.index, il);
-    if ((l.has != 0) != (c->cell_pos != NULL) || l.has > 1)
-        return eli_fail(err, ELI_ERR_INVALID_ARG, "layer %d: K/V storage flag %u does not match this model", il, l.has);
-    *out_sl = sl;
-    *out_pos = NULL;
-    if (!l.has) return ELI_OK;
-    if (l.n_cells != c->n_cells || l.row_bytes_k != c->row_bytes_k || l.row_bytes_v != c->row_bytes_v)
-        return eli_fail(err, ELI_ERR_INVALID_ARG,
-                        "layer %d: the file has %lld cells of %llu + %llu bytes, this stream %lld cells of %zu + %zu bytes",
-                        il, (long long)l.n_cells, (unsigned long long)l.row_bytes_k, (unsigned long long)l.row_bytes_v,
-                        (long long)c->n_cells, c->row_bytes_k, c->row_bytes_v);
-    if (l.n_used < 0 || l.n_used > c->n_cells)
-        return eli_fail(err, ELI_ERR_INVALID_ARG, "layer %d: %lld used cells out of %lld", il, (long long)l.n_used,
-                        (long long)c->n_cells);
-    const uint8_t *pos = take(cur, (size_t)l.n_used * sizeof(int32_t));
-    if (!pos || !take(cur, (size_t)l.n_used * c->row_bytes_k) || !take(cur, (size_t)l.n_used * c->row_bytes_v))
-        return eli_fail(err, ELI_ERR_INVALID_ARG, "layer %d: cells truncated", il);
-    for (int64_t i = 0; i < c->n_cells; i++) pos_tmp[i] = -1;
-    int64_t last_cell = -1;
-    for (int64_t i = 0; i < l.n_used; i++) {
-        int32_t p;
-        memcpy(&p, pos + 4 * i, sizeof p);
-        if (p < 0 || p >= n_past)
-            return eli_fail(err, ELI_ERR_INVALID_ARG, "layer %d: cell position %d outside [0, %lld)", il, p, (long long)n_past);
-        const int64_t cell = p % c->n_cells;
-        if (cell <= last_cell)
-            return eli_fail(err, ELI_ERR_INVALID_ARG, "layer %d: cells out of order or duplicated at position %d", il, p);
-        last_cell = cell;
-        pos_tmp[cell] = p;
-    }
-    const int full = c->n_cells >= kv->n_ctx;
-    if (!eli_kv_window_ok(pos_tmp, c->n_cells, full, (int32_t)n_past, n_swa))
-        return eli_fail(err, ELI_ERR_INVALID_ARG, "layer %d: the cells do not hold what position %lld needs", il,
-                        (long long)n_past);
-    *out_pos = pos;
-    return ELI_OK;
 }
 
 /* The index of the first of n (unaligned) floats at p that is NaN or infinite, or -1. */
@@ -322,152 +245,213 @@ static int64_t first_nonfinite(const uint8_t *p, int64_t n) {
     return -1;
 }
 
-static int restore_mapped(const uint8_t *base, size_t size, const eli_model *m, eli_context *ctx, int64_t n_ubatch,
-                          eli_slot_state *st, float *logits, float *hidden, eli_error *err) {
-    eli_kv_cache *kv = eli_context_kv_mut(ctx);
+/* The header: version, checksum, model identity, configuration, counts. */
+static int check_header(const uint8_t *base, size_t size, const eli_model *m, const eli_seq_params *sp, slot_header *h,
+                        eli_error *err) {
     /* the version first (its offset is the same in every version), so an older file is named as such */
     if (size < 16 || memcmp(base, MAGIC, 8))
         return eli_fail(err, ELI_ERR_INVALID_ARG, "not a slot file (%zu bytes, bad magic or too short)", size);
-    slot_header h;
-    memcpy(&h.version, base + offsetof(slot_header, version), sizeof h.version);
-    static const char *const lacks[] = {"the sampler's random state", "the MTP state", "separate K and V cache types"};
+    memcpy(&h->version, base + offsetof(slot_header, version), sizeof h->version);
+    static const char *const lacks[] = {"the sampler's random state", "the MTP state",
+                                        "separate K and V cache types and the sampler's whole state",
+                                        "embedding rows (images, audio)"};
     _Static_assert(sizeof lacks / sizeof *lacks == ELI_SLOT_VERSION - 1, "one reason per older version");
-    if (h.version >= 1 && h.version < ELI_SLOT_VERSION)
+    if (h->version >= 1 && h->version < ELI_SLOT_VERSION)
         return eli_fail(err, ELI_ERR_INVALID_ARG,
                         "slot file version %u is not supported: it lacks %s (this build reads version %d; save the "
                         "slot again)",
-                        h.version, lacks[h.version - 1], ELI_SLOT_VERSION);
-    if (h.version != ELI_SLOT_VERSION)
+                        h->version, lacks[h->version - 1], ELI_SLOT_VERSION);
+    if (h->version != ELI_SLOT_VERSION)
         return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file version %u is not supported (this build reads version %d)",
-                        h.version, ELI_SLOT_VERSION);
-    if (size < sizeof h + 8)
-        return eli_fail(err, ELI_ERR_INVALID_ARG, "not a slot file (%zu bytes, too short)", size);
-    memcpy(&h, base, sizeof h);
-    if (h.endian != ENDIAN_MARK)
+                        h->version, ELI_SLOT_VERSION);
+    if (size < sizeof *h + 8) return eli_fail(err, ELI_ERR_INVALID_ARG, "not a slot file (%zu bytes, too short)", size);
+    memcpy(h, base, sizeof *h);
+    if (h->endian != ENDIAN_MARK)
         return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file was written on a machine of another byte order");
     uint64_t sum;
     memcpy(&sum, base + size - 8, 8);
     if (eli_hash64_bytes(base, size - 8) != sum)
         return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file is corrupted or truncated (checksum mismatch, %zu bytes)", size);
     const uint64_t id = eli_model_identity(m);
-    if (h.model_hash != id)
+    if (h->model_hash != id)
         return eli_fail(err, ELI_ERR_INVALID_ARG,
                         "slot file was saved from another model (identity %016llx, %u layers, n_embd %u, n_vocab %u); "
                         "this stream's model is %016llx (%d layers, n_embd %d, n_vocab %d)",
-                        (unsigned long long)h.model_hash, h.n_layer, h.n_embd, h.n_vocab, (unsigned long long)id,
+                        (unsigned long long)h->model_hash, h->n_layer, h->n_embd, h->n_vocab, (unsigned long long)id,
                         m->hp.n_layer, m->hp.n_embd, m->hp.n_vocab);
-    if (h.n_layer != (uint32_t)m->hp.n_layer || h.n_vocab != (uint32_t)m->hp.n_vocab || h.n_swa != (uint32_t)m->hp.n_swa ||
-        h.n_embd != (uint32_t)m->hp.n_embd)
+    if (h->n_layer != (uint32_t)m->hp.n_layer || h->n_vocab != (uint32_t)m->hp.n_vocab || h->n_swa != (uint32_t)m->hp.n_swa ||
+        h->n_embd != (uint32_t)m->hp.n_embd)
         return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file geometry does not match the model");
-    const int64_t ub = resolve_ubatch(n_ubatch, kv->n_ctx);
-    if (h.n_ctx != kv->n_ctx || h.n_ubatch != ub || h.kv_type_k != kv->type_k || h.kv_type_v != kv->type_v)
+    if (h->n_ctx != sp->n_ctx || h->n_ubatch != sp->n_ubatch || h->kv_type_k != sp->kv_type_k || h->kv_type_v != sp->kv_type_v)
         return eli_fail(err, ELI_ERR_INVALID_ARG,
                         "slot file was saved with another stream configuration: n_ctx %lld, n_ubatch %lld, KV %s/%s; "
                         "this stream has n_ctx %lld, n_ubatch %lld, KV %s/%s",
-                        (long long)h.n_ctx, (long long)h.n_ubatch, type_name(h.kv_type_k), type_name(h.kv_type_v),
-                        (long long)kv->n_ctx, (long long)ub, type_name(kv->type_k), type_name(kv->type_v));
-    if (h.flags & ~(F_PENDING | F_LOGITS | F_DONE | F_MTP | F_HIDDEN))
+                        (long long)h->n_ctx, (long long)h->n_ubatch, type_name(h->kv_type_k), type_name(h->kv_type_v),
+                        (long long)sp->n_ctx, (long long)sp->n_ubatch, type_name(sp->kv_type_k), type_name(sp->kv_type_v));
+    if (h->flags & ~(F_PENDING | F_LOGITS | F_DONE | F_MTP | F_HIDDEN))
         return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file has unknown flags");
-    const eli_spec_resume mtp = {h.mtp_rng, h.mtp_window, h.mtp_pause, h.mtp_pause_len, h.mtp_n_acc, h.mtp_n_rej};
-    if (h.flags & F_MTP) {
-        const int bad = eli_spec_resume_check(&mtp, err);
-        if (bad) return bad;
-    }
-    const int pending = (h.flags & F_PENDING) != 0;
-    if (h.n_past < 0 || h.n_past > kv->n_ctx || h.n_tokens != h.n_past + pending || h.n_generated < 0 ||
-        h.n_generated > h.n_tokens)
+    const int pending = (h->flags & F_PENDING) != 0;
+    /* a stream whose context is full holds one token more than positions (the last one generated,
+     * pending, never gets a cell): n_tokens == n_past + pending allows it */
+    if (h->n_past < 0 || h->n_past > sp->n_ctx || h->n_tokens != h->n_past + pending || h->n_generated < 0 ||
+        h->n_generated > h->n_tokens)
         return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file counts are inconsistent (n_tokens %lld, n_past %lld, pending %d)",
-                        (long long)h.n_tokens, (long long)h.n_past, pending);
-    /* n_past <= n_ctx; a stream whose context is full holds one token more than positions (the last one
-     * generated, pending, never gets a cell), which n_tokens == n_past + pending already allows */
+                        (long long)h->n_tokens, (long long)h->n_past, pending);
+    return ELI_OK;
+}
 
-    cursor cur = {base + sizeof h, size - 8 - sizeof h};
-    const uint8_t *toks = take(&cur, (size_t)h.n_tokens * sizeof(int32_t));
+/* The media section: spans in order, disjoint, inside the tokens, covering exactly their ELI_MEDIA_ID
+ * positions, bidirectional ones no longer than a ubatch, every value finite. Advances cur past it. */
+static int check_media(eli_reader *cur, const uint8_t *toks, const slot_header *h, int64_t E, int64_t n_ubatch, eli_error *err) {
+    int64_t end = 0; /* where the previous span ended */
+    for (uint64_t i = 0; i < h->n_media; i++) {
+        const uint8_t *r = eli_read_bytes(cur, sizeof(media_record));
+        if (!r) return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file media span %llu truncated", (unsigned long long)i);
+        media_record mr;
+        memcpy(&mr, r, sizeof mr);
+        if (mr.pos < end || mr.n < 1 || mr.n > h->n_tokens - mr.pos || mr.bidir > 1 || mr.reserved || (mr.bidir && mr.n > n_ubatch))
+            return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file media span %llu (positions %lld + %lld) is out of place",
+                            (unsigned long long)i, (long long)mr.pos, (long long)mr.n);
+        for (int64_t p = end; p < mr.pos + mr.n; p++) {
+            int32_t t;
+            memcpy(&t, toks + 4 * p, sizeof t);
+            if ((t == ELI_MEDIA_ID) != (p >= mr.pos))
+                return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file position %lld is %s a media span", (long long)p,
+                                p >= mr.pos ? "a token inside" : "an embedding row outside");
+        }
+        const uint8_t *rows = eli_read_bytes(cur, (uint64_t)(mr.n * E) * sizeof(float));
+        if (!rows) return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file media span %llu rows truncated", (unsigned long long)i);
+        const int64_t bad = first_nonfinite(rows, mr.n * E);
+        if (bad >= 0)
+            return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file media span %llu value %lld is not finite", (unsigned long long)i,
+                            (long long)bad);
+        end = mr.pos + mr.n;
+    }
+    for (int64_t p = end; p < h->n_tokens; p++) {
+        int32_t t;
+        memcpy(&t, toks + 4 * p, sizeof t);
+        if (t == ELI_MEDIA_ID)
+            return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file position %lld is an embedding row outside a media span", (long long)p);
+    }
+    return ELI_OK;
+}
+
+static void free_media(eli_media_span *spans, int n) {
+    for (int i = 0; spans && i < n; i++) free(spans[i].embd);
+    free(spans);
+}
+
+/* Copies the checked media section at p into spans (n of them, zeroed): 0, or -1 out of memory. */
+static int load_media(const uint8_t *p, int n, int64_t E, eli_media_span *spans) {
+    for (int i = 0; i < n; i++) {
+        media_record mr;
+        memcpy(&mr, p, sizeof mr);
+        p += sizeof mr;
+        const size_t bytes = (size_t)(mr.n * E) * sizeof(float);
+        spans[i] = (eli_media_span){mr.pos, mr.n, (int)mr.bidir, malloc(bytes)};
+        if (!spans[i].embd) return -1;
+        memcpy(spans[i].embd, p, bytes);
+        p += bytes;
+    }
+    return 0;
+}
+
+static int restore_mapped(const eli_os_map *map, eli_xseq *seq, eli_slot_state *st, float *logits, float *hidden,
+                          eli_error *err) {
+    const uint8_t *base = map->base;
+    const size_t size = map->size;
+    const eli_model *m = seq->xm->model;
+    const eli_seq_params sp = eli_seq_params_of(seq);
+    slot_header h;
+    int rc = check_header(base, size, m, &sp, &h, err);
+    if (rc) return rc;
+    const eli_spec_resume mtp = {h.mtp_rng, h.mtp_window, h.mtp_pause, h.mtp_pause_len, h.mtp_n_acc, h.mtp_n_rej};
+    if ((h.flags & F_MTP) && (rc = eli_spec_resume_check(&mtp, err))) return rc;
+
+    eli_reader cur = {base + sizeof h, size - 8 - sizeof h};
+    const uint8_t *toks = eli_read_bytes(&cur, (uint64_t)h.n_tokens * sizeof(int32_t));
     if (!toks) return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file tokens truncated");
+    int64_t n_media_rows = 0;
     for (int64_t i = 0; i < h.n_tokens; i++) {
         int32_t t;
         memcpy(&t, toks + 4 * i, sizeof t);
-        if (t < 0 || t >= m->hp.n_vocab)
+        n_media_rows += t == ELI_MEDIA_ID;
+        if (t != ELI_MEDIA_ID && (t < 0 || t >= m->hp.n_vocab))
             return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file token %d at %lld is outside the vocabulary", t, (long long)i);
     }
-    const uint8_t *lg = NULL;
-    if ((h.flags & F_LOGITS) && !(lg = take(&cur, (size_t)m->hp.n_vocab * sizeof(float))))
+    if (h.n_media > (uint64_t)n_media_rows)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file has %llu media spans for %lld embedding rows",
+                        (unsigned long long)h.n_media, (long long)n_media_rows);
+    const uint8_t *media = cur.p;
+    if ((rc = check_media(&cur, toks, &h, m->hp.n_embd, sp.n_ubatch, err))) return rc;
+    const uint8_t *lg = NULL, *hd = NULL, *smp, *state;
+    if ((h.flags & F_LOGITS) && !(lg = eli_read_bytes(&cur, (uint64_t)m->hp.n_vocab * sizeof(float))))
         return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file logits truncated");
-    const uint8_t *hd = NULL;
-    if ((h.flags & F_HIDDEN) && !(hd = take(&cur, (size_t)m->hp.n_embd * sizeof(float))))
+    if ((h.flags & F_HIDDEN) && !(hd = eli_read_bytes(&cur, (uint64_t)m->hp.n_embd * sizeof(float))))
         return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file hidden state truncated");
-    const uint8_t *smp = h.sampler_bytes > cur.left ? NULL : take(&cur, (size_t)h.sampler_bytes);
-    if (!smp) return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file sampler state truncated");
+    if (!(smp = eli_read_bytes(&cur, h.sampler_bytes))) return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file sampler state truncated");
+    if (!(state = eli_read_bytes(&cur, h.state_bytes))) return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file sequence state truncated");
+    if (cur.left) return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file has %zu unexpected trailing bytes", cur.left);
     /* the sampler would draw from them: a NaN or infinity is a damaged file, not a distribution */
     int64_t bad = lg ? first_nonfinite(lg, m->hp.n_vocab) : -1;
     if (bad >= 0) return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file logit %lld is not finite", (long long)bad);
     if (hd && (bad = first_nonfinite(hd, m->hp.n_embd)) >= 0)
         return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file hidden state value %lld is not finite", (long long)bad);
-
-    /* validate every layer before touching the cache */
-    int64_t max_cells = 1;
-    for (int il = 0; il < kv->n_layer; il++)
-        if (kv->layers[il].n_cells > max_cells) max_cells = kv->layers[il].n_cells;
-    int32_t *pos_tmp = malloc((size_t)max_cells * sizeof *pos_tmp);
-    const slot_layer **sls = calloc((size_t)kv->n_layer, sizeof *sls);
-    const uint8_t **poss = calloc((size_t)kv->n_layer, sizeof *poss);
     const int64_t cap = h.n_tokens > 256 ? h.n_tokens : 256;
     int32_t *tokens = malloc((size_t)cap * sizeof *tokens);
-    int rc = ELI_OK;
-    if (!pos_tmp || !sls || !poss || !tokens) rc = eli_fail(err, ELI_ERR_OOM, "restore_slot: out of memory");
-    for (int il = 0; !rc && il < kv->n_layer; il++)
-        rc = check_layer(&cur, kv, il, m->hp.n_swa, h.n_past, pos_tmp, &sls[il], &poss[il], err);
-    if (!rc && cur.left) rc = eli_fail(err, ELI_ERR_INVALID_ARG, "slot file has %zu unexpected trailing bytes", cur.left);
+    eli_media_span *spans = h.n_media ? calloc((size_t)h.n_media, sizeof *spans) : NULL;
+    if (!tokens || (h.n_media && (!spans || load_media(media, (int)h.n_media, m->hp.n_embd, spans)))) {
+        free(tokens);
+        free_media(spans, (int)h.n_media);
+        return eli_fail(err, ELI_ERR_OOM, "restore_slot: out of memory");
+    }
+
+    /* everything above read the file; if it shrank meanwhile (the guard turned its pages into zeros), what
+     * was checked is not what is there */
+    if (eli_os_map_faulted(map)) {
+        free(tokens);
+        free_media(spans, (int)h.n_media);
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file shrank while it was read");
+    }
+    /* the sampler and the sequence each check their part before changing anything; the sampler's state as
+     * it was comes back when the sequence refuses its part */
+    const size_t old_n = st->sampler ? eli_sampler_state_size(st->sampler) : 0;
+    uint8_t *old = old_n ? malloc(old_n) : NULL;
+    if (old_n && !old) rc = eli_fail(err, ELI_ERR_OOM, "restore_slot: out of memory");
+    if (!rc && st->sampler) {
+        eli_sampler_save(st->sampler, old);
+        rc = eli_sampler_load(st->sampler, smp, (size_t)h.sampler_bytes, err);
+    }
+    if (!rc && (rc = eli_seq_load_state(seq, state, (size_t)h.state_bytes, err)) && st->sampler)
+        (void)eli_sampler_load(st->sampler, old, old_n, NULL);
+    if (!rc && eli_seq_n_past(seq) != h.n_past) /* the sequence's own count must agree with the header's */
+        rc = eli_fail(err, ELI_ERR_INVALID_ARG, "slot file's sequence holds %lld positions, its header says %lld",
+                      (long long)eli_seq_n_past(seq), (long long)h.n_past);
+    free(old);
     if (rc) {
-        free(pos_tmp), free(sls), free(poss), free(tokens);
+        free(tokens);
+        free_media(spans, (int)h.n_media);
         return rc;
     }
-
-    /* the sampler last of all checks (it refuses a state of another chain and changes nothing then);
-     * nothing after it can fail */
-    if (st->sampler && (rc = eli_sampler_load(st->sampler, smp, (size_t)h.sampler_bytes, err))) {
-        free(pos_tmp), free(sls), free(poss), free(tokens);
-        return rc;
-    }
-
-    /* apply */
-    eli_kv_clear(kv);
-    for (int il = 0; il < kv->n_layer; il++) {
-        eli_kv_layer *c = &kv->layers[il];
-        if (!poss[il]) continue;
-        slot_layer l;
-        memcpy(&l, sls[il], sizeof l);
-        const size_t kb = c->row_bytes_k, vb = c->row_bytes_v;
-        const uint8_t *krows = poss[il] + 4 * (size_t)l.n_used, *vrows = krows + (size_t)l.n_used * kb;
-        for (int64_t i = 0; i < l.n_used; i++) {
-            int32_t p;
-            memcpy(&p, poss[il] + 4 * i, sizeof p);
-            const int64_t cell = p % c->n_cells;
-            c->cell_pos[cell] = p;
-            memcpy(c->k + (size_t)cell * kb, krows + (size_t)i * kb, kb);
-            memcpy(c->v + (size_t)cell * vb, vrows + (size_t)i * vb, vb);
-        }
-    }
-    eli_context_set_n_past(ctx, h.n_past);
     memcpy(tokens, toks, (size_t)h.n_tokens * sizeof *tokens);
+    st->media = spans;
+    st->n_media = (int)h.n_media;
     if (lg && logits) memcpy(logits, lg, (size_t)m->hp.n_vocab * sizeof *logits);
     if (hd && hidden) memcpy(hidden, hd, (size_t)m->hp.n_embd * sizeof *hidden);
     st->tokens = tokens;
     st->n_tokens = h.n_tokens;
     st->cap_tokens = cap;
-    st->pending = pending;
+    st->pending = (h.flags & F_PENDING) != 0;
     st->logits_valid = lg != NULL;
     st->hidden_valid = hd != NULL;
     st->done = (h.flags & F_DONE) != 0;
     st->n_generated = h.n_generated;
     st->has_mtp = (h.flags & F_MTP) != 0;
     st->mtp = mtp;
-    free(pos_tmp), free(sls), free(poss);
     return ELI_OK;
 }
 
-int eli_slot_restore(const char *path, const eli_model *m, eli_context *ctx, int64_t n_ubatch, eli_slot_state *st,
-                     float *logits, float *hidden, eli_error *err) {
+int eli_slot_restore(const char *path, eli_xseq *seq, eli_slot_state *st, float *logits, float *hidden, eli_error *err) {
     if (!path || !*path) return eli_fail(err, ELI_ERR_INVALID_ARG, "restore_slot: empty path");
     eli_os_map map;
     int rc = eli_os_map_file(path, &map, err);
@@ -481,23 +465,15 @@ int eli_slot_restore(const char *path, const eli_model *m, eli_context *ctx, int
                         map.size);
     }
     eli_os_advise(&map, map.base, map.size, ELI_OS_SEQUENTIAL);
-    rc = restore_mapped(map.base, map.size, m, ctx, n_ubatch, st, logits, hidden, err);
+    rc = restore_mapped(&map, seq, st, logits, hidden, err);
+    if (!rc && eli_os_map_faulted(&map)) {
+        /* cut between the checks and the copy: the sequence holds zeros, so it starts over */
+        eli_seq_reset(seq);
+        free(st->tokens);
+        free_media(st->media, st->n_media);
+        rc = eli_fail(err, ELI_ERR_INVALID_ARG, "slot file shrank while it was read: the stream's sequence was reset");
+    }
     eli_os_unmap_file(&map);
     if (rc) eli_error_prefix(err, "restore_slot '%s'", path);
     return rc;
-}
-
-/* ---- window checkpoints ---- */
-
-void eli_slot_checkpoint(eli_context *ctx) {
-    eli_kv_checkpoint_take(eli_context_kv_mut(ctx), (int32_t)eli_context_n_past(ctx));
-}
-
-int64_t eli_slot_resume(eli_context *ctx, int64_t n_keep) {
-    if (eli_context_truncate(ctx, n_keep)) return n_keep;
-    if (n_keep < 0 || n_keep > eli_context_n_past(ctx)) return -1;
-    const int32_t r = eli_kv_checkpoint_restore(eli_context_kv_mut(ctx), (int32_t)n_keep, eli_context_model(ctx)->hp.n_swa);
-    if (r < 0) return -1;
-    eli_context_set_n_past(ctx, r);
-    return r;
 }

@@ -1,27 +1,30 @@
-/* Stream state on disk (save_slot / restore_slot) and window checkpoints for exact prefix reuse.
+/* Stream state on disk (save_slot / restore_slot).
  *
- * Slot file, version 4 (little-endian, native layout of the fields below):
+ * Slot file, version 5 (little-endian, native layout of the fields below):
  *   header   magic "ELISLOT\0", version, endian marker 0x01020304, model identity hash, model geometry
- *            (n_layer, n_embd, n_vocab, n_swa), stream config (n_ctx, n_ubatch, the K and V cache types:
- *            version 3 had one type for both and is refused), flags (pending,
- *            logits valid, done, MTP, hidden valid), n_tokens, n_past, n_generated, the size of the sampler's
- *            state (u64, then 3 reserved u64: a restored stream at temperature > 0 continues exactly;
- *            version 1 lacked the random state and is refused),
- *            then the MTP state when the stream drafts (eli_spec_resume: window, pause, pause length,
- *            reserved u32, random state u64, acceptance counts 2 x f64; zeros otherwise; version 2 lacked
- *            it and is refused, as a restored sampled MTP stream would not continue exactly)
- *   tokens   n_tokens int32 (the committed positions)
+ *            (n_layer, n_embd, n_vocab, n_swa), the sequence's shape (n_ctx, n_ubatch, the K and V cache
+ *            types), flags (pending, logits valid, done, MTP, hidden valid), n_tokens, n_past, n_generated,
+ *            the sizes of the sampler's and the sequence's states (u64 each), n_media (u64), a reserved u64, then the
+ *            MTP state when the stream drafts (eli_spec_resume: window, pause, pause length, reserved u32,
+ *            random state u64, acceptance counts 2 x f64; zeros otherwise)
+ *   tokens   n_tokens int32 (the committed positions; one more than n_past when the last generated token is
+ *            pending, which a full context never caches; ELI_MEDIA_ID where a position is an embedding row)
+ *   media    per media span (n_media, in the header): pos, n (i64 each), bidir, reserved (u32 each), then its
+ *            n rows of n_embd float32; the spans are in order, disjoint, and cover exactly the ELI_MEDIA_ID
+ *            positions
  *   logits   n_vocab float32, only when the logits-valid flag is set
  *   hidden   n_embd float32, the final hidden state of the last cached position (the drafter's input),
  *            only when the hidden-valid flag is set
  *   sampler  the sampler's state (eli_sampler_save: the random stream and every stage's, such as the
  *            penalties' history or a grammar's position)
- *   layers   per layer: index, has-storage; with storage: n_cells, K and V row bytes, n_used, then n_used positions
- *            (in increasing cell order; cell = position mod n_cells), their K rows, their V rows
+ *   sequence the executor's state of the sequence (exec.h save_state: for the CPU, n_past and the KV cells,
+ *            cpu/kv_cache.h eli_kv_save)
  *   checksum 64-bit xxh64-style hash of every byte before it
- * Written atomically (fileio.h). Restore maps the file, checks the checksum first (truncated or corrupted
- * files fail there), then magic/version, the model identity and the config (a mismatch names what differs),
- * then every count and position against the live cache; nothing is changed unless all of it passes. */
+ * Older versions are refused naming what they lack: 1 the sampler's random state, 2 the MTP state, 3
+ * separate K and V types and the sampler's whole state, 4 embedding rows (media spans). Written atomically
+ * (fileio.h). Restore maps the file, checks the checksum first (truncated or corrupted files fail there), then magic/version, the
+ * model identity and the shape (a mismatch names what differs), then every count; the sampler and the
+ * executor check their parts before changing anything, and nothing is changed unless all of it passes. */
 #ifndef ELI_SLOT_H
 #define ELI_SLOT_H
 
@@ -29,12 +32,12 @@
 #include <stdint.h>
 
 #include "error.h"
-#include "forward.h"
+#include "exec.h"
 #include "model.h"
 #include "sampler.h"
 #include "speculative.h"
 
-#define ELI_SLOT_VERSION 4
+#define ELI_SLOT_VERSION 5
 
 /* Streaming 64-bit hash (the XXH64 construction, seed 0). */
 typedef struct eli_hash64 {
@@ -54,10 +57,22 @@ uint64_t eli_hash64_bytes(const void *data, size_t len);
  * hashed too). */
 uint64_t eli_model_identity(const eli_model *m);
 
+/* The entry of a committed position that is an embedding row, not a token. */
+#define ELI_MEDIA_ID (-1)
+
+/* A run of embedding rows among the committed positions (an image's or an audio clip's soft tokens). */
+typedef struct eli_media_span {
+    int64_t pos, n; /* positions [pos, pos + n) */
+    int bidir;      /* its rows attend to each other both ways */
+    float *embd;    /* n rows of n_embd floats, malloc'ed */
+} eli_media_span;
+
 /* What a generation session adds to the KV cache. */
 typedef struct eli_slot_state {
     int32_t *tokens; /* on load: malloc'ed, cap_tokens entries (>= n_tokens, >= 1); the caller owns it */
     int64_t n_tokens, cap_tokens;
+    eli_media_span *media; /* in order; on load malloc'ed (each span's rows too), the caller owns them */
+    int n_media;
     int pending, logits_valid, hidden_valid, done;
     int64_t n_generated;
     eli_sampler *sampler; /* save: its state is written; restore: it is loaded (NULL: none) */
@@ -65,19 +80,13 @@ typedef struct eli_slot_state {
     eli_spec_resume mtp;
 } eli_slot_state;
 
-/* n_ubatch: the session's configured value (0 = default), resolved like eli_context_create does. */
-int eli_slot_save(const char *path, const eli_model *m, eli_context *ctx, int64_t n_ubatch, const eli_slot_state *st,
-                  const float *logits, const float *hidden, eli_error *err);
-/* On success the cache holds the file's cells, n_past is set, logits (n_vocab floats) and hidden (n_embd)
- * receive the saved ones when they were valid, and *st the rest. On failure nothing is changed. */
-int eli_slot_restore(const char *path, const eli_model *m, eli_context *ctx, int64_t n_ubatch, eli_slot_state *st,
-                     float *logits, float *hidden, eli_error *err);
-
-/* ---- window checkpoints over a context (see kv_cache.h) ---- */
-/* Takes a checkpoint at the context's current position (no-op without rings). */
-void eli_slot_checkpoint(eli_context *ctx);
-/* Truncates the context to n_keep if the rings allow it (returns n_keep), else restores the nearest
- * checkpoint r <= n_keep and returns r (the caller decodes r .. n_keep - 1), else returns -1 (nothing changed). */
-int64_t eli_slot_resume(eli_context *ctx, int64_t n_keep);
+/* The stream's state and seq's (its KV cache, through the executor) to path, atomically. */
+int eli_slot_save(const char *path, eli_xseq *seq, const eli_slot_state *st, const float *logits, const float *hidden,
+                  eli_error *err);
+/* On success seq holds the file's state, logits (n_vocab floats) and hidden (n_embd) receive the saved ones
+ * when they were valid, st->sampler (when set) the saved sampler state, and *st the rest. On failure
+ * nothing is changed, except when another process cuts the file shorter after it was checked and while it
+ * is copied: then seq is reset (eli_seq_n_past 0) and the error says so. */
+int eli_slot_restore(const char *path, eli_xseq *seq, eli_slot_state *st, float *logits, float *hidden, eli_error *err);
 
 #endif

@@ -46,8 +46,8 @@ static double cost_median(const eli_cost *c) {
 }
 
 struct eli_spec {
-    const eli_model *dm, *tm;
-    eli_drafter *drafter;
+    const eli_model *tm;
+    eli_xdraft *drafter;
     int draft_min, draft_max, window;
     float temperature;
     uint64_t seed, rng;
@@ -101,13 +101,13 @@ static int32_t argmax(const float *x, int32_t n) {
 
 void eli_spec_free(eli_spec *s) {
     if (!s) return;
-    eli_drafter_free(s->drafter);
+    eli_draft_free(s->drafter);
     free(s->batch), free(s->q), free(s->dlogits), free(s->h), free(s->h2), free(s->logits), free(s->hidden), free(s->p);
     free(s);
 }
 
-eli_spec *eli_spec_create(const eli_model *draft, const eli_model *target, int64_t n_ctx, int draft_min, int draft_max,
-                          float temperature, uint64_t seed, eli_error *err) {
+eli_spec *eli_spec_create(eli_xmodel *draft, eli_xseq *target, int draft_min, int draft_max, float temperature,
+                          uint64_t seed, eli_error *err) {
     if (draft_min < 1 || draft_max < draft_min || draft_max > 64) {
         eli_fail(err, ELI_ERR_INVALID_ARG, "draft window [%d, %d] must satisfy 1 <= draft_min <= draft_max <= 64", draft_min,
                  draft_max);
@@ -118,14 +118,13 @@ eli_spec *eli_spec_create(const eli_model *draft, const eli_model *target, int64
         eli_fail(err, ELI_ERR_OOM, "out of memory");
         return NULL;
     }
-    s->dm = draft;
-    s->tm = target;
+    s->tm = target->xm->model;
     s->draft_min = draft_min;
     s->draft_max = draft_max;
     s->temperature = temperature;
     s->seed = seed;
-    const size_t V = (size_t)target->hp.n_vocab, E = (size_t)target->hp.n_embd, W = (size_t)draft_max;
-    if (!(s->drafter = eli_drafter_create(draft, target, n_ctx, err))) goto fail;
+    const size_t V = (size_t)s->tm->hp.n_vocab, E = (size_t)s->tm->hp.n_embd, W = (size_t)draft_max;
+    if (!(s->drafter = eli_draft_create(draft, target, err))) goto fail;
     s->batch = malloc((W + 1) * sizeof *s->batch);
     s->q = temperature > 0 ? malloc(W * V * sizeof *s->q) : NULL;
     s->dlogits = malloc(V * sizeof(float));
@@ -236,23 +235,32 @@ static void adapt(eli_spec *s) {
     }
 }
 
-int eli_spec_round(eli_spec *s, eli_context *target, eli_sampler *smp, int32_t id_last, float *h_last, int w,
-                   int32_t *out, int *n_out, int *drafted, int *accepted, eli_error *err) {
+int eli_spec_round(eli_spec *s, eli_xseq *target, eli_sampler *smp, int32_t id_last, float *h_last, int w, int32_t *out,
+                   int *n_out, int *drafted, int *accepted, eli_error *err) {
     const int32_t V = s->tm->hp.n_vocab;
     const size_t E = (size_t)s->tm->hp.n_embd;
-    const int32_t P = (int32_t)eli_context_n_past(target);
+    const int32_t P = (int32_t)eli_seq_n_past(target);
     const int greedy = !(s->temperature > 0);
-    int rc;
+    int rc = ELI_OK;
     *n_out = 0;
     *drafted = *accepted = 0;
     if (w < 1 || w > s->draft_max) return eli_fail(err, ELI_ERR_INVALID_ARG, "draft window %d out of range", w);
     const double t0 = now_s();
 
-    /* draft: every step at position P, fed with the previous step's hidden state */
+    /* draft: every step at position P, fed with the previous step's hidden state; the sampler's drafting
+     * stages (a grammar) mask each step as if the drafts before it were accepted, and the window ends where
+     * they leave nothing */
     s->batch[0] = id_last;
     memcpy(s->h, h_last, E * sizeof(float));
+    eli_sampler_draft_begin(smp);
     for (int i = 0; i < w; i++) {
-        if ((rc = eli_drafter_step(s->drafter, target, s->batch[i], P, s->h, s->dlogits, s->h2, err))) return rc;
+        if ((rc = eli_draft_step(s->drafter, target, s->batch[i], P, s->h, s->dlogits, s->h2, err))) break;
+        const int32_t left = eli_sampler_draft_mask(smp, s->dlogits, err);
+        if (left <= 0) {
+            rc = left;
+            w = i;
+            break;
+        }
         if (greedy) {
             s->batch[i + 1] = argmax(s->dlogits, V);
         } else {
@@ -261,15 +269,18 @@ int eli_spec_round(eli_spec *s, eli_context *target, eli_sampler *smp, int32_t i
             eli_softmax(s->dlogits, (size_t)V, q);
             s->batch[i + 1] = draw(s, q, V);
         }
+        if (i + 1 < w && (rc = eli_sampler_draft_accept(smp, s->batch[i + 1], err))) break;
         float *t = s->h;
         s->h = s->h2;
         s->h2 = t;
     }
+    eli_sampler_draft_end(smp);
+    if (rc) return rc;
 
     /* verify [id_last, d_1 .. d_w] in one target pass */
     const double t1 = now_s();
     const eli_outputs o = {s->logits, s->hidden, 1};
-    if ((rc = eli_decode_ex(target, s->batch, w + 1, &o, err))) return rc;
+    if ((rc = eli_seq_decode_tokens(target, s->batch, w + 1, &o, err))) return rc;
 
     /* accept drafts while the target agrees; then one token from the target (greedy: the target's token
      * straight from the sampler, without its distribution over the vocabulary) */
@@ -314,12 +325,12 @@ int eli_spec_round(eli_spec *s, eli_context *target, eli_sampler *smp, int32_t i
     if ((rc = eli_sampler_accept(smp, out[*n_out - 1], err))) return rc;
 
     /* keep id_last and the accepted drafts; drop the rejected positions everywhere */
-    if (!eli_context_truncate(target, P + a + 1))
+    if (!eli_seq_truncate(target, P + a + 1))
         return eli_fail(err, ELI_ERR_INVALID_ARG, "cannot roll back the cache to %d positions", P + a + 1);
     memcpy(h_last, s->hidden + (size_t)a * E, E * sizeof(float));
     *drafted = w;
     *accepted = a;
-    if (greedy) {
+    if (greedy && w > 0) { /* w is 0 when a grammar left the drafter nothing to draft */
         const double t2 = now_s();
         cost_add(&s->t_draft, (t1 - t0) / w);
         if (s->t_plain.n) {

@@ -24,9 +24,8 @@
 
 #include <stdint.h>
 
-#include "drafter.h"
 #include "error.h"
-#include "forward.h"
+#include "exec.h"
 #include "sampler.h"
 
 typedef struct eli_spec eli_spec;
@@ -36,7 +35,9 @@ typedef struct eli_spec_stats {
     int window;                        /* current draft window */
 } eli_spec_stats;
 
-eli_spec *eli_spec_create(const eli_model *draft, const eli_model *target, int64_t n_ctx, int draft_min, int draft_max,
+/* draft: an assistant bound to the target's model (eli_model_bind_assistant) and prepared on the target's
+ * executor; target: the sequence it drafts for. */
+eli_spec *eli_spec_create(eli_xmodel *draft, eli_xseq *target, int draft_min, int draft_max,
                           float temperature, uint64_t seed, eli_error *err);
 void eli_spec_free(eli_spec *s);
 
@@ -48,7 +49,7 @@ int eli_spec_window(eli_spec *s, int64_t max_tokens);
  * out receives the new committed tokens (accepted drafts, then the target's token), *n_out >= 1 of them;
  * the last one is the new id_last (not in the cache); h_last is overwritten with the hidden state of the
  * position before it. *drafted / *accepted: this round's counts. */
-int eli_spec_round(eli_spec *s, eli_context *target, eli_sampler *smp, int32_t id_last, float *h_last, int w,
+int eli_spec_round(eli_spec *s, eli_xseq *target, eli_sampler *smp, int32_t id_last, float *h_last, int w,
                    int32_t *out, int *n_out, int *drafted, int *accepted, eli_error *err);
 
 /* Reports the wall time of one plain (non-speculative) decode step, for the cost model (greedy only;

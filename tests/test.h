@@ -39,14 +39,14 @@ static inline int read_ids(const char *path, int32_t *ids, int cap) {
     return n;
 }
 
-/* A whole file, malloc'ed, NUL-terminated (*len excludes the NUL); NULL when unreadable. */
-static inline char *eli_slurp(const char *path, size_t *len) {
+/* A whole file, malloc'ed and NUL-terminated (*len excludes the NUL); NULL if unreadable. */
+static inline char *test_read_file(const char *path, size_t *len) {
     FILE *fp = fopen(path, "rb");
     if (!fp) return NULL;
     fseek(fp, 0, SEEK_END);
     long n = ftell(fp);
     fseek(fp, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    char *buf = n >= 0 ? (char *)malloc((size_t)n + 1) : NULL;
     if (buf && fread(buf, 1, (size_t)n, fp) != (size_t)n) {
         free(buf);
         buf = NULL;
@@ -65,6 +65,15 @@ static inline const char *eli_shared_path(const char *rel) {
     static int slot;
     char *b = buf[slot++ & 7];
     snprintf(b, 1024, "%s/%s", ELI_SHARED_DIR, rel);
+    return b;
+}
+
+/* dir/name, in one of four rotating buffers (a call may use a few at once). */
+static inline const char *eli_test_path_in(const char *dir, const char *name) {
+    static char buf[4][256];
+    static int slot;
+    char *b = buf[slot++ & 3];
+    snprintf(b, 256, "%s/%s", dir, name);
     return b;
 }
 

@@ -97,7 +97,7 @@ static void test_basics(void) {
 }
 
 static void test_text_utils(EliInferenceContext *c) {
-    int *ids = NULL;
+    int32_t *ids = NULL;
     size_t n = 0;
     char *err = NULL;
     const char *text = "Hello";
@@ -661,6 +661,25 @@ static void test_backends(EliInferenceContext *c) {
     CHECK(s != NULL, "builtin by name");
     eliza_inference_llm_stream_close(s);
     unsetenv("ELIZA_LLM_BACKEND");
+    /* the knobs reach the library at its edge, checked there (config.h) */
+    setenv("ELIZA_LLM_RESERVE", "2", 1);
+    CHECK(eliza_inference_llm_stream_open(c, &cfg, &err) == NULL && err && strstr(err, "ELIZA_LLM_RESERVE"),
+          "a bad knob fails the open naming it: %s", err ? err : "");
+    eliza_inference_free_string(err), err = NULL;
+    unsetenv("ELIZA_LLM_RESERVE");
+    CHECK(eliza_inference_mmap_evict(c, "text", NULL) == ELIZA_OK, "evict");
+    setenv("ELIZA_LLM_REPACK", "yes", 1);
+    CHECK(eliza_inference_mmap_acquire(c, "text", &err) == ELIZA_ERR_INVALID_ARG && err && strstr(err, "ELIZA_LLM_REPACK"),
+          "a bad ELIZA_LLM_REPACK fails the load: %s", err ? err : "");
+    eliza_inference_free_string(err), err = NULL;
+    setenv("ELIZA_LLM_REPACK", "0", 1);
+    s = eliza_inference_llm_stream_open(c, &cfg, NULL);
+    CHECK(s && eliza_inference_llm_stream_prefill(s, seq, 96, NULL) == ELIZA_OK && generate(s, out, 64, NULL, 0) == 16 &&
+              !memcmp(out, greedy, sizeof greedy),
+          "ELIZA_LLM_REPACK=0: the mapped weights give the same greedy ids");
+    eliza_inference_llm_stream_close(s);
+    unsetenv("ELIZA_LLM_REPACK");
+    eliza_inference_mmap_evict(c, "text", NULL);
 }
 
 int main(void) {

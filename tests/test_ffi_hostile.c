@@ -104,7 +104,7 @@ typedef struct {
 static void *text_user(void *arg) {
     user_job *j = arg;
     while (!atomic_load(&j->stop)) {
-        int *ids = NULL;
+        int32_t *ids = NULL;
         size_t n = 0;
         char text[256];
         float emb[256], p = 0;
@@ -122,7 +122,7 @@ static void *text_user(void *arg) {
 
 static void test_use_evict(EliInferenceContext *c, const int32_t *seq) {
     user_job j = {c, seq, {0}, 0, 0, 0, 0};
-    int *ids = NULL;
+    int32_t *ids = NULL;
     size_t n = 0;
     CHECK(eliza_inference_tokenize(c, "hello there", 11, 1, 0, &ids, &n, NULL) == ELIZA_OK, "tokenize");
     j.want_len = eliza_inference_detokenize(c, ids, n, 1, 0, j.want, sizeof j.want, NULL);
@@ -163,7 +163,7 @@ static void test_stale_handles(void) {
     EliLlmStream *fake_s = (EliLlmStream *)(junk + 4);
     eliza_inference_destroy(fake);
     eliza_inference_llm_stream_close(fake_s);
-    int *ids = NULL;
+    int32_t *ids = NULL;
     size_t n = 0;
     eliza_llm_stream_config_t cfg = greedy_cfg(4);
     int32_t out[4];

@@ -12,9 +12,10 @@
 #include "engine.h"
 #include "forward.h"
 #include "kv_cache.h"
+#include "kv_types.h"
 #include "quants.h"
-#include "slot.h"
 #include "test.h"
+#include "test_exec.h"
 
 static void test_layout(void) {
     static const char *models[] = {"e2b-mini-f32", "e2b-mini-q8_0", "dense-kv-mini-f32", "moe-mini-f32"};
@@ -34,7 +35,7 @@ static void test_layout(void) {
                     uint32_t tk, tv;
                     eli_kv_type_from_name(types[t % 4], &tk);
                     eli_kv_type_from_name(types[(t % 4 + t / 4) % 4], &tv);
-                    eli_kv_cache *kv = eli_kv_create(m, ctxs[c], ubs[u], tk, tv, &err);
+                    eli_kv_cache *kv = eli_kv_create(m, ctxs[c], ubs[u], tk, tv, 1, &err);
                     if (!kv) continue; /* a block type that does not divide the head dim */
                     CHECK(kv->type_k == tk && kv->type_v == tv, "types kept");
                     size_t swa, full;
@@ -84,11 +85,11 @@ static void test_checkpoints(void) {
     float *la = malloc((size_t)10 * V * sizeof *la), *lb = malloc((size_t)10 * V * sizeof *lb);
 
     CHECK(!eli_decode(c, seq, 60, NULL, 0, &err), "decode 60");
-    eli_slot_checkpoint(c);
+    eli_context_checkpoint(c);
     CHECK(kv->ckpt_bytes == one && kv->n_ckpt_taken == 1, "checkpoint at 60 (%zu bytes)", kv->ckpt_bytes);
     CHECK(!eli_decode(c, seq + 60, 36, NULL, 0, &err), "decode to 96");
     CHECK(!eli_context_truncate(c, 70), "the rings no longer hold what 70 needs");
-    CHECK(eli_slot_resume(c, 70) == 60 && eli_context_n_past(c) == 60, "resume 70 from the checkpoint at 60");
+    CHECK(eli_context_resume(c, 70) == 60 && eli_context_n_past(c) == 60, "resume 70 from the checkpoint at 60");
     CHECK(!eli_decode(c, seq + 60, 10, NULL, 0, &err) && !eli_decode(c, seq + 70, 10, la, 1, &err), "recompute + continue");
     CHECK(!eli_decode(f, seq, 70, NULL, 0, &err) && !eli_decode(f, seq + 70, 10, lb, 1, &err), "fresh");
     CHECK(bits_equal(la, lb, (size_t)10 * V), "checkpoint resume == fresh prefill (bitwise, 10 rows)");
@@ -97,10 +98,10 @@ static void test_checkpoints(void) {
     /* resume to a point before the checkpoint whose window the checkpoint still holds: no recompute */
     eli_context_reset(c);
     CHECK(!eli_decode(c, seq, 60, NULL, 0, &err), "decode 60");
-    eli_slot_checkpoint(c);
+    eli_context_checkpoint(c);
     CHECK(!eli_decode(c, seq + 60, 36, NULL, 0, &err), "decode to 96");
-    CHECK(eli_slot_resume(c, 50) == -1, "50 needs 35..49: the checkpoint's ring holds 40..59 only");
-    CHECK(eli_slot_resume(c, 57) == 57, "resume 57 straight from the checkpoint at 60");
+    CHECK(eli_context_resume(c, 50) == -1, "50 needs 35..49: the checkpoint's ring holds 40..59 only");
+    CHECK(eli_context_resume(c, 57) == 57, "resume 57 straight from the checkpoint at 60");
     CHECK(kv->ckpt[0].pos == -1, "the checkpoint at 60 is gone after a resume below it");
     CHECK(!eli_decode(c, seq + 57, 10, la, 1, &err), "continue at 57");
     eli_context_reset(f);
@@ -110,13 +111,13 @@ static void test_checkpoints(void) {
     /* nothing usable: -1 and the cache unchanged */
     eli_context_reset(c);
     CHECK(!eli_decode(c, seq, 96, NULL, 0, &err), "decode 96");
-    CHECK(eli_slot_resume(c, 30) == -1 && eli_context_n_past(c) == 96, "no checkpoint: -1, unchanged");
-    CHECK(eli_slot_resume(c, 95) == 95, "a short rewind needs no checkpoint");
+    CHECK(eli_context_resume(c, 30) == -1 && eli_context_n_past(c) == 96, "no checkpoint: -1, unchanged");
+    CHECK(eli_context_resume(c, 95) == 95, "a short rewind needs no checkpoint");
 
     /* a truncation below a checkpoint drops it; clear drops all */
     eli_context_reset(c);
     CHECK(!eli_decode(c, seq, 60, NULL, 0, &err), "decode 60");
-    eli_slot_checkpoint(c);
+    eli_context_checkpoint(c);
     CHECK(eli_context_truncate(c, 55) && kv->ckpt[0].pos == -1, "truncate below the checkpoint drops it");
 
     /* bounded: at most max checkpoints, the oldest replaced, memory counted and reused */
@@ -124,15 +125,15 @@ static void test_checkpoints(void) {
     eli_context_reset(c);
     for (int k = 1; k <= 4; k++) {
         CHECK(!eli_decode(c, seq + (k - 1) * 20, 20, NULL, 0, &err), "decode");
-        eli_slot_checkpoint(c);
+        eli_context_checkpoint(c);
     }
     CHECK(kv->ckpt_bytes == 2 * one, "two checkpoints' memory: %zu", kv->ckpt_bytes);
     CHECK((kv->ckpt[0].pos == 60 && kv->ckpt[1].pos == 80) || (kv->ckpt[0].pos == 80 && kv->ckpt[1].pos == 60),
           "the newest two are kept: %d %d", kv->ckpt[0].pos, kv->ckpt[1].pos);
-    CHECK(eli_slot_resume(c, 70) == 60, "the nearest usable one for 70 is 60 (80's ring starts at 60)");
+    CHECK(eli_context_resume(c, 70) == 60, "the nearest usable one for 70 is 60 (80's ring starts at 60)");
     eli_kv_set_max_checkpoints(kv, 0);
     CHECK(kv->ckpt_bytes == 0 && kv->max_ckpt == 0, "max 0 frees them");
-    eli_slot_checkpoint(c);
+    eli_context_checkpoint(c);
     CHECK(kv->ckpt_bytes == 0, "and takes none");
 
     /* no rings (n_ubatch covers the context): checkpoints are never needed nor taken */
@@ -154,20 +155,17 @@ static void test_gen_reset_keep(void) {
     int32_t seq[96];
     read_ids(eli_shared_path("golden/models/e2b-mini.tokens.txt"), seq, 96);
     eli_error err = {0};
-    eli_model *m = eli_model_load(eli_shared_path("golden/models/e2b-mini-f32.gguf"), &err);
-    eli_tokenizer *tok = m ? eli_tokenizer_load(m->file, &err) : NULL;
-    CHECK(m && tok, "load: %s", err.msg);
-    if (!m || !tok) return;
+    test_model t;
+    CHECK(!test_model_load(eli_shared_path("golden/models/e2b-mini-f32.gguf"), 1, NULL, &t, &err), "load: %s", err.msg);
+    if (!t.m) return;
     eli_gen_params p = eli_gen_default_params();
-    p.ctx.n_ctx = 256;
-    p.ctx.n_ubatch = 4;
+    p.seq.n_ctx = 256;
+    p.seq.n_ubatch = 4;
     p.sampling.temperature = 0;
     p.max_tokens = 10;
     for (int n_ckpt = 0; n_ckpt <= 2; n_ckpt++) {
-        char v[8];
-        snprintf(v, sizeof v, "%d", n_ckpt);
-        setenv("ELIZA_LLM_KV_CHECKPOINTS", v, 1);
-        eli_gen *a = eli_gen_create(m, tok, &p, &err), *b = eli_gen_create(m, tok, &p, &err);
+        p.seq.n_ckpt = n_ckpt;
+        eli_gen *a = eli_gen_create(t.xm->exec, t.xm, t.tok, &p, &err), *b = eli_gen_create(t.xm->exec, t.xm, t.tok, &p, &err);
         CHECK(a && b, "create");
         if (!a || !b) break;
         int32_t out[16], ref[16];
@@ -191,9 +189,7 @@ static void test_gen_reset_keep(void) {
         eli_gen_free(a);
         eli_gen_free(b);
     }
-    unsetenv("ELIZA_LLM_KV_CHECKPOINTS");
-    eli_tokenizer_free(tok);
-    eli_model_free(m);
+    test_model_free(&t);
 }
 
 /* Resident pages of p[0..n) (mincore over the pages it spans), -1 on error. */
@@ -242,20 +238,17 @@ static void test_reserve(void) {
         CHECK(want > 100 && got >= want, "reserved: %ld of %ld KV + checkpoint pages resident", got, want);
     }
     eli_context_free(c);
-    static const char *bad[] = {"2", "yes", "-1"};
-    for (size_t i = 0; i < 3; i++) {
-        setenv("ELIZA_LLM_RESERVE", bad[i], 1);
-        p.reserve = -1;
+    static const int bad[] = {2, -1};
+    for (size_t i = 0; i < 2; i++) {
+        p.reserve = bad[i];
         c = eli_context_create(m, &p, &err);
-        CHECK(!c && strstr(err.msg, "ELIZA_LLM_RESERVE") && strstr(err.msg, bad[i]), "ELIZA_LLM_RESERVE=%s: %s", bad[i],
-              err.msg);
+        CHECK(!c && strstr(err.msg, "reserve"), "reserve %d refused: %s", bad[i], err.msg);
         eli_context_free(c);
     }
-    setenv("ELIZA_LLM_RESERVE", "0", 1);
+    p.reserve = 0;
     c = eli_context_create(m, &p, &err);
-    CHECK(c && eli_context_kv_mut(c)->ckpt_bytes == 0, "ELIZA_LLM_RESERVE=0: lazy (%s)", c ? "ok" : err.msg);
+    CHECK(c && eli_context_kv_mut(c)->ckpt_bytes == 0, "reserve 0: lazy (%s)", c ? "ok" : err.msg);
     eli_context_free(c);
-    unsetenv("ELIZA_LLM_RESERVE");
     eli_model_free(m);
 }
 

@@ -83,7 +83,7 @@ static void check_names_sizes(void) {
 /* Bytes, decoded values and prepared queries against tools/kvquant_ref.py. */
 static void check_reference_file(void) {
     size_t len = 0;
-    uint8_t *buf = (uint8_t *)eli_slurp(ELI_SOURCE_DIR "/tests/data/kvquant_ref.bin", &len);
+    uint8_t *buf = (uint8_t *)test_read_file(ELI_SOURCE_DIR "/tests/data/kvquant_ref.bin", &len);
     CHECK(buf && len > 12 && !memcmp(buf, "KVQREF01", 8), "tests/data/kvquant_ref.bin");
     if (!buf) return;
     uint32_t nrec;

@@ -11,159 +11,11 @@
 #include <unistd.h>
 
 #include "gguf.h"
+#include "gguf_edit.h"
 #include "gguf_writer.h"
 #include "model.h"
 #include "quants.h"
 #include "test.h"
-
-/* ---------------------------------------------------------------------------------------------------- */
-/* Edits */
-
-#define MAX_EDITS 8
-
-typedef struct {
-    const char *key;
-    uint32_t type;
-    gw_buf val; /* the value's payload */
-} kv_set;
-
-typedef struct {
-    const char *name;
-    int drop;
-    int add;          /* append a new tensor (type and shape must be given) */
-    int64_t type;     /* -1: keep */
-    uint32_t n_dims;  /* 0: keep the shape */
-    uint64_t ne[4];
-    int fill;         /* 1: fill an F32 tensor with fill_value */
-    float fill_value;
-} tensor_edit;
-
-typedef struct {
-    const char *drop_keys[MAX_EDITS];
-    int n_drop;
-    kv_set sets[MAX_EDITS];
-    int n_set;
-    tensor_edit tens[MAX_EDITS];
-    int n_tens;
-} edit;
-
-static void edit_free(edit *e) {
-    for (int i = 0; i < e->n_set; i++) free(e->sets[i].val.p);
-    memset(e, 0, sizeof *e);
-}
-
-static void drop_key(edit *e, const char *key) { e->drop_keys[e->n_drop++] = key; }
-
-/* Sets (or adds) a key; returns the buffer to write the value payload into. */
-static gw_buf *set_key(edit *e, const char *key, uint32_t type) {
-    kv_set *s = &e->sets[e->n_set++];
-    s->key = key;
-    s->type = type;
-    return &s->val;
-}
-static void set_u32(edit *e, const char *key, uint32_t v) { gw_u32(set_key(e, key, GGUF_VT_UINT32), v); }
-static void set_f32(edit *e, const char *key, float v) { gw_f32(set_key(e, key, GGUF_VT_FLOAT32), v); }
-static void set_str(edit *e, const char *key, const char *v) { gw_str(set_key(e, key, GGUF_VT_STRING), v); }
-static void set_i32s(edit *e, const char *key, const int32_t *v, int n) {
-    gw_buf *b = set_key(e, key, GGUF_VT_ARRAY);
-    gw_arr(b, GGUF_VT_INT32, (uint64_t)n);
-    for (int i = 0; i < n; i++) gw_u32(b, (uint32_t)v[i]);
-}
-static void set_bools(edit *e, const char *key, const uint8_t *v, int n) {
-    gw_buf *b = set_key(e, key, GGUF_VT_ARRAY);
-    gw_arr(b, GGUF_VT_BOOL, (uint64_t)n);
-    gw_put(b, v, (size_t)n);
-}
-
-static tensor_edit *tensor(edit *e, const char *name) {
-    tensor_edit *t = &e->tens[e->n_tens++];
-    memset(t, 0, sizeof *t);
-    t->name = name;
-    t->type = -1;
-    return t;
-}
-static void drop_tensor(edit *e, const char *name) { tensor(e, name)->drop = 1; }
-static void retype(edit *e, const char *name, uint32_t type) { tensor(e, name)->type = type; }
-static void reshape(edit *e, const char *name, uint32_t n_dims, uint64_t ne0, uint64_t ne1, uint64_t ne2) {
-    tensor_edit *t = tensor(e, name);
-    t->n_dims = n_dims;
-    t->ne[0] = ne0, t->ne[1] = ne1, t->ne[2] = ne2, t->ne[3] = 1;
-}
-static void add_tensor(edit *e, const char *name, uint32_t n_dims, uint64_t ne0, uint64_t ne1, uint64_t ne2) {
-    tensor_edit *t = tensor(e, name);
-    t->add = 1;
-    t->type = ELI_TYPE_F32;
-    t->n_dims = n_dims;
-    t->ne[0] = ne0, t->ne[1] = ne1, t->ne[2] = ne2, t->ne[3] = 1;
-}
-static void fill(edit *e, const char *name, float v) {
-    tensor_edit *t = tensor(e, name);
-    t->fill = 1;
-    t->fill_value = v;
-}
-
-static size_t tensor_bytes(uint32_t type, const uint64_t *ne) {
-    return eli_row_size(type, (int64_t)ne[0]) * (size_t)(ne[1] * ne[2] * ne[3]);
-}
-
-static void write_tensor(gw_file *w, const char *name, uint32_t type, uint32_t n_dims, const uint64_t *ne,
-                         const void *src, const tensor_edit *te) {
-    size_t nb = tensor_bytes(type, ne);
-    if (te && te->fill && type == ELI_TYPE_F32) {
-        float *d = malloc(nb ? nb : 1);
-        for (size_t i = 0; i < nb / 4; i++) d[i] = te->fill_value;
-        gw_tensor(w, name, type, n_dims, ne, d, nb);
-        free(d);
-    } else {
-        gw_tensor(w, name, type, n_dims, ne, src, nb);
-    }
-}
-
-/* Copies src with the edits applied; returns a malloc'ed file of *size bytes. */
-static uint8_t *rewrite(const gguf_file *src, const edit *e, size_t *size) {
-    gw_file w;
-    gw_init(&w);
-    w.alignment = gguf_alignment(src);
-    int used[MAX_EDITS] = {0};
-    for (uint64_t i = 0; i < gguf_n_kv(src); i++) {
-        const gguf_kv *kv = gguf_kv_at(src, i);
-        int skip = 0;
-        for (int k = 0; k < e->n_drop; k++) skip |= !strcmp(kv->key, e->drop_keys[k]);
-        for (int k = 0; k < e->n_set && !skip; k++)
-            if (!strcmp(kv->key, e->sets[k].key)) {
-                gw_put(gw_kv(&w, kv->key, e->sets[k].type), e->sets[k].val.p, e->sets[k].val.n);
-                used[k] = skip = 1;
-            }
-        if (skip) continue;
-        gw_value(gw_kv(&w, kv->key, kv->value.type), &kv->value);
-    }
-    for (int k = 0; k < e->n_set; k++)
-        if (!used[k]) gw_put(gw_kv(&w, e->sets[k].key, e->sets[k].type), e->sets[k].val.p, e->sets[k].val.n);
-    for (uint64_t i = 0; i < gguf_n_tensors(src); i++) {
-        const gguf_tensor *t = gguf_tensor_at(src, i);
-        const tensor_edit *te = NULL;
-        for (int k = 0; k < e->n_tens; k++)
-            if (!e->tens[k].add && !strcmp(e->tens[k].name, t->name)) te = &e->tens[k];
-        if (te && te->drop) continue;
-        uint32_t type = te && te->type >= 0 ? (uint32_t)te->type : t->type;
-        uint32_t n_dims = t->n_dims;
-        uint64_t ne[4];
-        for (int d = 0; d < 4; d++) ne[d] = (uint64_t)t->ne[d];
-        if (te && te->n_dims) {
-            n_dims = te->n_dims;
-            memcpy(ne, te->ne, sizeof ne);
-        }
-        int same = type == t->type && tensor_bytes(type, ne) == t->nbytes;
-        write_tensor(&w, t->name, type, n_dims, ne, same ? t->data : NULL, te);
-    }
-    for (int k = 0; k < e->n_tens; k++) {
-        const tensor_edit *te = &e->tens[k];
-        if (te->add) write_tensor(&w, te->name, (uint32_t)te->type, te->n_dims, te->ne, NULL, te);
-    }
-    uint8_t *buf = gw_finish(&w, size);
-    gw_free(&w);
-    return buf;
-}
 
 /* ---------------------------------------------------------------------------------------------------- */
 /* The synthetic model */
@@ -861,14 +713,12 @@ static int in_range(const void *at, uint64_t bytes, const uint8_t *lo, const uin
     return p >= lo && p <= hi && bytes <= (uint64_t)(hi - p);
 }
 
-/* the weight's bytes lie in the file, or in the model's copy of its matrices (pack.h) */
-static int weight_ok(const eli_model *m, const eli_weight *w, const uint8_t *lo, const uint8_t *hi) {
+/* the weight's bytes lie in the file (binding reads nothing and copies nothing: no executor prepared it) */
+static int weight_ok(const eli_weight *w, const uint8_t *lo, const uint8_t *hi) {
     if (!w->data) return 1;
     const uint64_t bytes = (uint64_t)w->row_bytes * (uint64_t)w->rows * (uint64_t)w->n_mat;
-    const uint8_t *plo = m->packed_map, *phi = plo ? plo + m->packed_map_len : NULL;
-    return w->row_bytes == eli_row_size(w->type, w->cols) && w->rows > 0 && w->n_mat > 0 &&
-           (in_range(w->data, bytes, lo, hi) || (plo && in_range(w->data, bytes, plo, phi))) &&
-           (!w->packed || (plo && in_range(w->packed, bytes, plo, phi)));
+    return w->row_bytes == eli_row_size(w->type, w->cols) && w->rows > 0 && w->n_mat > 0 && in_range(w->data, bytes, lo, hi) &&
+           !w->packed;
 }
 
 #ifndef MODEL_MUTATION_ITERS
@@ -922,13 +772,13 @@ static void test_mutations(void) {
         }
         loaded++;
         const uint8_t *lo = buf, *hi = buf + size;
-        int ok = weight_ok(m, &m->token_embd, lo, hi) && weight_ok(m, &m->output, lo, hi) &&
-                 weight_ok(m, &m->ple_token_embd, lo, hi) && weight_ok(m, &m->ple_model_proj, lo, hi) && m->hp.n_layer >= 1;
+        int ok = weight_ok(&m->token_embd, lo, hi) && weight_ok(&m->output, lo, hi) &&
+                 weight_ok(&m->ple_token_embd, lo, hi) && weight_ok(&m->ple_model_proj, lo, hi) && m->hp.n_layer >= 1;
         for (int il = 0; il < m->hp.n_layer; il++) {
             const eli_layer *l = &m->layers[il];
-            ok &= weight_ok(m, &l->wq, lo, hi) && weight_ok(m, &l->wk, lo, hi) && weight_ok(m, &l->wv, lo, hi) &&
-                  weight_ok(m, &l->wo, lo, hi) && weight_ok(m, &l->ffn_gate, lo, hi) && weight_ok(m, &l->ffn_up, lo, hi) &&
-                  weight_ok(m, &l->ffn_down, lo, hi) && weight_ok(m, &l->inp_gate, lo, hi) && weight_ok(m, &l->proj, lo, hi);
+            ok &= weight_ok(&l->wq, lo, hi) && weight_ok(&l->wk, lo, hi) && weight_ok(&l->wv, lo, hi) &&
+                  weight_ok(&l->wo, lo, hi) && weight_ok(&l->ffn_gate, lo, hi) && weight_ok(&l->ffn_up, lo, hi) &&
+                  weight_ok(&l->ffn_down, lo, hi) && weight_ok(&l->inp_gate, lo, hi) && weight_ok(&l->proj, lo, hi);
             ok &= l->kv_source >= 0 && l->kv_source < m->hp.n_layer && m->layers[l->kv_source].has_kv;
             ok &= l->attn_norm && l->q_norm && l->post_attn_norm && l->ffn_norm && l->post_ffw_norm;
             ok &= l->wq.rows == (int64_t)l->head_dim * l->n_head && l->n_head % l->n_head_kv == 0;

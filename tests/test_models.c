@@ -12,6 +12,7 @@
 #include "quants.h"
 #include "kernels.h"
 #include "test.h"
+#include "test_exec.h"
 
 #define N_TOK 96
 
@@ -63,7 +64,7 @@ static cmp_stats compare(const float *ref, const float *ours, int rows, int n_vo
 static float *run_kv(const eli_model *m, const int32_t *ids, int n, uint32_t kv_k, uint32_t kv_v, int threads, int step,
                      int reference) {
     eli_context_params p = eli_context_default_params();
-    p.reference_kernels = reference;
+    p.kernels = reference ? eli_kernels_reference() : NULL;
     p.n_ctx = 128;
     p.kv_type_k = kv_k;
     p.kv_type_v = kv_v;
@@ -103,8 +104,9 @@ static float *run(const eli_model *m, const int32_t *ids, int n, uint32_t kv, in
  * 1.2e-7, 1.2e-5, 3.9e-5, 3.1e-3, 5.0e-3 in the order of the table). */
 static void check_kv_pairs(void) {
     eli_error err = {0};
-    eli_model *m = eli_model_load(eli_shared_path("golden/models/e2b-mini-f32.gguf"), &err);
-    CHECK(m != NULL, "%s", err.msg);
+    test_model t;
+    CHECK(!test_model_load(eli_shared_path("golden/models/e2b-mini-f32.gguf"), 0, NULL, &t, &err), "%s", err.msg);
+    const eli_model *m = t.m;
     if (!m) return;
     int32_t ids[N_TOK];
     CHECK(read_ids(eli_shared_path("golden/models/e2b-mini.tokens.txt"), ids, N_TOK) == N_TOK, "tokens");
@@ -132,7 +134,7 @@ static void check_kv_pairs(void) {
         free(got), free(step);
     }
     free(want);
-    eli_model_free(m);
+    test_model_free(&t);
 }
 
 static int argmax(const float *x, int n) {
@@ -173,8 +175,9 @@ static void check_model(const char *model, const char *base, int is_f32) {
     snprintf(ref, sizeof ref, "golden/models/%s.logits.f32", model);
     snprintf(greedy, sizeof greedy, "golden/models/%s.greedy.txt", model);
     eli_error err = {0};
-    eli_model *m = eli_model_load(eli_shared_path(path), &err);
-    CHECK(m != NULL, "%s: %s", model, err.msg);
+    test_model t; /* packed where the kernels have packed layouts, as streams run it */
+    CHECK(!test_model_load(eli_shared_path(path), 0, NULL, &t, &err), "%s: %s", model, err.msg);
+    const eli_model *m = t.m;
     if (!m) return;
     int32_t ids[N_TOK];
     CHECK(read_ids(eli_shared_path(tok), ids, N_TOK) == N_TOK, "%s: cannot read tokens", model);
@@ -219,13 +222,13 @@ static void check_model(const char *model, const char *base, int is_f32) {
     check_greedy(m, ids, eli_shared_path(greedy), model);
     free(want);
     free(got);
-    eli_model_free(m);
+    test_model_free(&t);
 }
 
-/* Q4_0, Q4_K and F16 matrices are packed at load for the best kernel table when it has packed kernels for
- * them (pack.h), so check_model above measured the packed path; here the row-major one
- * (ELIZA_LLM_REPACK=0) and the reference table's scalar packed kernels are held to the golden logits too,
- * a packed row reads back as the row-major one, and a bad value is refused. */
+/* Q4_0, Q4_K and F16 matrices are packed when the CPU executor prepares a model, for the best kernel table
+ * when it has packed kernels for them (pack.h), so check_model above measured the packed path; here the
+ * row-major one (a model no executor prepared, as with ELIZA_LLM_REPACK=0) and the reference table's scalar
+ * packed kernels are held to the golden logits too, and a packed row reads back as the row-major one. */
 #define N_LAYER0 7
 static const eli_weight *layer0(const eli_model *m, int i) {
     const eli_layer *l = &m->layers[0];
@@ -240,8 +243,9 @@ static void check_packing(const char *model) {
     int32_t ids[N_TOK];
     CHECK(read_ids(eli_shared_path("golden/models/e2b-mini.tokens.txt"), ids, N_TOK) == N_TOK, "cannot read tokens");
     eli_error err = {0};
-    eli_model *m = eli_model_load(eli_shared_path(path), &err);
-    CHECK(m != NULL, "%s", err.msg);
+    test_model t;
+    CHECK(!test_model_load(eli_shared_path(path), 0, NULL, &t, &err), "%s", err.msg);
+    const eli_model *m = t.m;
     if (!m) return;
     const int V = m->hp.n_vocab;
     float *want = read_f32(eli_shared_path(ref_path), (size_t)N_TOK * V);
@@ -258,10 +262,9 @@ static void check_packing(const char *model) {
           "%s: %d matrices of layer 0 packed against the %s table's packed kernels (%d packed)", model, wrong, best->name,
           n_packed);
     float *ref = run_k(m, ids, N_TOK, ELI_TYPE_F32, 2, 0, 1);
-    setenv("ELIZA_LLM_REPACK", "0", 1);
+    /* a model no executor prepared computes where the file maps it (ELIZA_LLM_REPACK=0 does the same) */
     eli_model *rm = eli_model_load(eli_shared_path(path), &err);
-    CHECK(rm && !rm->layers[0].wq.packed && !rm->layers[0].ffn_down.packed, "ELIZA_LLM_REPACK=0 still packed (%s)",
-          err.msg);
+    CHECK(rm && !rm->layers[0].wq.packed && !rm->layers[0].ffn_down.packed, "an unprepared model is packed (%s)", err.msg);
     float *rowmajor = rm ? run(rm, ids, N_TOK, ELI_TYPE_F32, 2, 0) : NULL;
     /* a row of a packed matrix (what an embedding lookup reads) equals the row-major one */
     if (rm && pi >= 0) {
@@ -276,12 +279,7 @@ static void check_packing(const char *model) {
         CHECK(same == pw->rows, "%s packed rows: %d of %lld equal the row-major ones", model, same, (long long)pw->rows);
         free(a), free(b);
     }
-    setenv("ELIZA_LLM_REPACK", "yes", 1);
-    eli_model *bad = eli_model_load(eli_shared_path(path), &err);
-    CHECK(!bad && strstr(err.msg, "ELIZA_LLM_REPACK"), "ELIZA_LLM_REPACK=yes accepted (%s)", err.msg);
-    eli_model_free(bad);
-    unsetenv("ELIZA_LLM_REPACK");
-    const char *names[] = {"reference kernels", "row-major (ELIZA_LLM_REPACK=0)"};
+    const char *names[] = {"reference kernels", "row-major (not repacked)"};
     float *logits[] = {ref, rowmajor};
     for (int i = 0; i < 2; i++) {
         CHECK(want && logits[i], "%s %s: no logits", model, names[i]);
@@ -292,7 +290,7 @@ static void check_packing(const char *model) {
     }
     free(want), free(ref), free(rowmajor);
     eli_model_free(rm);
-    eli_model_free(m);
+    test_model_free(&t);
 }
 
 int main(void) {

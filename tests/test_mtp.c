@@ -16,17 +16,19 @@
 
 #include "drafter.h"
 #include "engine.h"
+#include "forward.h"
+#include "gguf_writer.h"
 #include "quants.h"
 #include "speculative.h"
-#include "gguf_writer.h"
 #include "test.h"
+#include "test_exec.h"
 
 /* Generates up to n tokens greedily (or sampled) after prompt; returns the count. */
-static int generate(const eli_model *m, const eli_tokenizer *tok, const eli_model *draft, int draft_max, float temp,
-                    const int32_t *prompt, int n_prompt, int n, int32_t *out, int64_t *accepted) {
+static int generate(const test_model *t, eli_xmodel *draft, int draft_max, float temp, const int32_t *prompt,
+                    int n_prompt, int n, int32_t *out, int64_t *accepted) {
     eli_gen_params p = eli_gen_default_params();
-    p.ctx.n_ctx = 512;
-    p.ctx.kv_type_k = p.ctx.kv_type_v = ELI_TYPE_F32;
+    p.seq.n_ctx = 512;
+    p.seq.kv_type_k = p.seq.kv_type_v = ELI_TYPE_F32;
     p.max_tokens = n;
     p.sampling.temperature = temp;
     p.sampling.top_k = 0, p.sampling.top_p = 1, p.sampling.min_p = 0;
@@ -34,7 +36,7 @@ static int generate(const eli_model *m, const eli_tokenizer *tok, const eli_mode
     p.draft_min = draft ? 1 : 0;
     p.draft_max = draft_max;
     eli_error err = {0};
-    eli_gen *g = eli_gen_create(m, tok, &p, &err);
+    eli_gen *g = eli_gen_create(t->xm->exec, t->xm, t->tok, &p, &err);
     if (!g || eli_gen_prefill(g, prompt, (size_t)n_prompt, NULL, &err)) {
         fprintf(stderr, "gen: %s\n", err.msg);
         eli_gen_free(g);
@@ -53,29 +55,29 @@ static int generate(const eli_model *m, const eli_tokenizer *tok, const eli_mode
     return got;
 }
 
-static void test_greedy_identical(const eli_model *m, const eli_tokenizer *tok, const eli_model *d, const int32_t *seq) {
+static void test_greedy_identical(const test_model *t, eli_xmodel *d, const int32_t *seq) {
     int32_t a[120], b[120];
     for (int dm = 1; dm <= 6; dm += 5) {
-        int na = generate(m, tok, NULL, 0, 0, seq, 20, 100, a, NULL);
+        int na = generate(t, NULL, 0, 0, seq, 20, 100, a, NULL);
         int64_t acc = 0;
-        int nb = generate(m, tok, d, dm, 0, seq, 20, 100, b, &acc);
+        int nb = generate(t, d, dm, 0, seq, 20, 100, b, &acc);
         CHECK(na == 100 && nb == 100 && !memcmp(a, b, sizeof(int32_t) * 100),
               "greedy with MTP (draft_max %d) == without: %d vs %d tokens", dm, na, nb);
     }
     /* a prompt longer than the window (16) and generation far past it */
-    int na = generate(m, tok, NULL, 0, 0, seq, 96, 60, a, NULL);
-    int nb = generate(m, tok, d, 4, 0, seq, 96, 60, b, NULL);
+    int na = generate(t, NULL, 0, 0, seq, 96, 60, a, NULL);
+    int nb = generate(t, d, 4, 0, seq, 96, 60, b, NULL);
     CHECK(na == 60 && nb == 60 && !memcmp(a, b, sizeof(int32_t) * 60), "greedy MTP after a 96-token prompt");
 }
 
-static void test_reset_keep(const eli_model *m, const eli_tokenizer *tok, const eli_model *d, const int32_t *seq) {
+static void test_reset_keep(const test_model *t, eli_xmodel *d, const int32_t *seq) {
     eli_gen_params p = eli_gen_default_params();
-    p.ctx.n_ctx = 512;
+    p.seq.n_ctx = 512;
     p.sampling.temperature = 0;
     p.max_tokens = 30;
     p.draft = d, p.draft_min = 1, p.draft_max = 4;
     eli_error err = {0};
-    eli_gen *g = eli_gen_create(m, tok, &p, &err);
+    eli_gen *g = eli_gen_create(t->xm->exec, t->xm, t->tok, &p, &err);
     CHECK(g != NULL, "%s", err.msg);
     if (!g) return;
     int32_t first[64], again[64], step[16];
@@ -95,7 +97,7 @@ static void test_reset_keep(const eli_model *m, const eli_tokenizer *tok, const 
     }
     CHECK(n1 == 30 && n2 == 30 && !memcmp(first, again, sizeof(int32_t) * 30), "MTP after reset_keep repeats itself");
     int32_t plain[64];
-    CHECK(generate(m, tok, NULL, 0, 0, seq, 40, 30, plain, NULL) == 30 && !memcmp(plain, first, sizeof(int32_t) * 30),
+    CHECK(generate(t, NULL, 0, 0, seq, 40, 30, plain, NULL) == 30 && !memcmp(plain, first, sizeof(int32_t) * 30),
           "and equals greedy without MTP");
     eli_gen_free(g);
 }
@@ -105,13 +107,14 @@ static void test_reset_keep(const eli_model *m, const eli_tokenizer *tok, const 
  * start; once the rounds are measured, drafting pauses for 8, 16, 32, .. tokens, so a useless drafter
  * costs a few rounds in 200 tokens (without the pauses it would be a round per token). The plain steps are
  * noted with a fixed time: nothing here depends on how fast the machine is. */
-static void test_window_policy(const eli_model *m, const eli_model *d, const int32_t *seq) {
-    eli_context_params cp = eli_context_default_params();
+static void test_window_policy(const test_model *t, eli_xmodel *d, const int32_t *seq) {
+    const eli_model *m = t->m;
+    eli_seq_params cp = eli_seq_default();
     cp.n_ctx = 320;
     cp.kv_type_k = cp.kv_type_v = ELI_TYPE_F32;
     eli_error err = {0};
-    eli_context *c = eli_context_create(m, &cp, &err);
-    eli_spec *s = eli_spec_create(d, m, cp.n_ctx, 1, 3, 0, 0, &err);
+    eli_xseq *c = eli_seq_create(t->xm->exec, t->xm, &cp, &err);
+    eli_spec *s = c ? eli_spec_create(d, c, 1, 3, 0, 0, &err) : NULL;
     eli_sampler_params sp = eli_sampler_default_params();
     sp.temperature = 0;
     eli_sampler *smp = NULL;
@@ -119,7 +122,7 @@ static void test_window_policy(const eli_model *m, const eli_model *d, const int
     float *logits = malloc(sizeof(float) * (size_t)m->hp.n_vocab), *h = malloc(sizeof(float) * (size_t)m->hp.n_embd);
     CHECK(c && s && smp && logits && h, "%s", err.msg);
     const eli_outputs o = {logits, h, 0};
-    CHECK(eli_decode_ex(c, seq, 20, &o, &err) == ELI_OK, "%s", err.msg);
+    CHECK(eli_seq_decode_tokens(c, seq, 20, &o, &err) == ELI_OK, "%s", err.msg);
     int32_t last = -1;
     eli_sampler_sample(smp, logits, &last, NULL);
     int first_round = -1, rounds = 0, accepted = 0, n = 0;
@@ -137,7 +140,7 @@ static void test_window_policy(const eli_model *m, const eli_model *d, const int
             last = out[k - 1];
         } else {
             eli_sampler_accept(smp, last, NULL);
-            CHECK(eli_decode_ex(c, &last, 1, &o, &err) == ELI_OK, "%s", err.msg);
+            CHECK(eli_seq_decode_tokens(c, &last, 1, &o, &err) == ELI_OK, "%s", err.msg);
             eli_spec_note_plain(s, 1e-4);
             eli_sampler_sample(smp, logits, &last, NULL);
             n++;
@@ -149,35 +152,37 @@ static void test_window_policy(const eli_model *m, const eli_model *d, const int
     free(logits), free(h);
     eli_sampler_free(smp);
     eli_spec_free(s);
-    eli_context_free(c);
+    eli_seq_free(c);
 }
 
 /* The token a round commits first is distributed as the target's sampling distribution at that position. */
-static void test_distribution(const eli_model *m, const eli_model *d, const int32_t *seq) {
+static void test_distribution(const test_model *t, eli_xmodel *d, const int32_t *seq) {
+    const eli_model *m = t->m;
     const int V = m->hp.n_vocab, P = 30, ROUNDS = 4000;
     const float temp = 1.0f;
-    eli_context_params cp = eli_context_default_params();
+    eli_seq_params cp = eli_seq_default();
     cp.n_ctx = 64;
     cp.kv_type_k = cp.kv_type_v = ELI_TYPE_F32;
     eli_error err = {0};
-    eli_context *c = eli_context_create(m, &cp, &err);
+    eli_xseq *c = eli_seq_create(t->xm->exec, t->xm, &cp, &err);
     float *logits = malloc(sizeof(float) * (size_t)V), *want = malloc(sizeof(float) * (size_t)V);
     float *h0 = malloc(sizeof(float) * (size_t)m->hp.n_embd), *h = malloc(sizeof(float) * (size_t)m->hp.n_embd);
     double *count = calloc((size_t)V, sizeof *count);
     /* target state: P-1 positions in the cache, id_last = seq[P-1] pending, h0 = hidden at P-2 */
     eli_outputs o = {NULL, h0, 0};
-    CHECK(eli_decode_ex(c, seq, P - 1, &o, &err) == ELI_OK, "%s", err.msg);
+    CHECK(eli_seq_decode_tokens(c, seq, P - 1, &o, &err) == ELI_OK, "%s", err.msg);
     /* the exact distribution: the target's logits after id_last, through the same sampler chain */
     eli_sampler_params sp = eli_sampler_default_params();
     sp.temperature = temp, sp.top_k = 0, sp.top_p = 1, sp.min_p = 0;
     eli_sampler *smp = NULL;
     eli_sampler_create(&sp, V, &smp, &err);
-    CHECK(eli_decode(c, seq + P - 1, 1, logits, 0, &err) == ELI_OK, "%s", err.msg);
+    const eli_outputs ol = {logits, NULL, 0};
+    CHECK(eli_seq_decode_tokens(c, seq + P - 1, 1, &ol, &err) == ELI_OK, "%s", err.msg);
     eli_sampler_probs(smp, logits, want, NULL);
-    eli_context_truncate(c, P - 1);
+    eli_seq_truncate(c, P - 1);
     int64_t accepted = 0, drafted = 0;
     /* one speculative state for every round: its random stream runs on, so the rounds are independent */
-    eli_spec *s = eli_spec_create(d, m, cp.n_ctx, 1, 3, temp, 1000, &err);
+    eli_spec *s = eli_spec_create(d, c, 1, 3, temp, 1000, &err);
     CHECK(s != NULL, "%s", err.msg);
     for (int r = 0; s && r < ROUNDS; r++) {
         eli_sampler_reset(smp);
@@ -191,7 +196,7 @@ static void test_distribution(const eli_model *m, const eli_model *d, const int3
         }
         count[out[0]] += 1;
         drafted += dr, accepted += ac;
-        eli_context_truncate(c, P - 1);
+        eli_seq_truncate(c, P - 1);
     }
     eli_spec_free(s);
     /* total variation distance between the empirical and the exact distribution, against the TV that
@@ -213,9 +218,9 @@ static void test_distribution(const eli_model *m, const eli_model *d, const int3
                 if (u < (acc += want[i])) break;
             count[i] += 1;
         }
-        double t = 0;
-        for (int i = 0; i < V; i++) t += fabs(count[i] / ROUNDS - want[i]);
-        if (t / 2 > tv_exact) tv_exact = t / 2;
+        double tv_rep = 0;
+        for (int i = 0; i < V; i++) tv_rep += fabs(count[i] / ROUNDS - want[i]);
+        if (tv_rep / 2 > tv_exact) tv_exact = tv_rep / 2;
     }
     const double bound = 1.15 * tv_exact + 0.005;
     printf("distribution: TV %.4f (exact sampling of the same size: up to %.4f; bound %.4f), drafts accepted %lld / %lld\n",
@@ -224,7 +229,7 @@ static void test_distribution(const eli_model *m, const eli_model *d, const int3
     CHECK(accepted > 0 && accepted < drafted, "the test must exercise both acceptance and rejection (%lld / %lld)",
           (long long)accepted, (long long)drafted);
     eli_sampler_free(smp);
-    eli_context_free(c);
+    eli_seq_free(c);
     free(logits), free(want), free(h0), free(h), free(count);
 }
 
@@ -234,10 +239,10 @@ static void test_mismatch(const eli_model *target) {
     eli_model *other = eli_model_load(eli_shared_path("golden/models/dense-kv-mini-f32.gguf"), &err);
     CHECK(d && other, "%s", err.msg);
     if (!d || !other) return;
-    CHECK(eli_drafter_bind(d, other, &err) < 0 && strstr(err.msg, "embedding_length_out"),
+    CHECK(eli_model_bind_assistant(d, other, &err) < 0 && strstr(err.msg, "embedding_length_out"),
           "drafter for a 256-wide target on a 128-wide one: %s", err.msg);
-    CHECK(eli_drafter_bind(other, target, &err) < 0 && strstr(err.msg, "assistant"), "a non-assistant drafter: %s", err.msg);
-    CHECK(eli_drafter_bind(d, d, &err) < 0, "assistant as target");
+    CHECK(eli_model_bind_assistant(other, target, &err) < 0 && strstr(err.msg, "assistant"), "a non-assistant drafter: %s", err.msg);
+    CHECK(eli_model_bind_assistant(d, d, &err) < 0, "assistant as target");
     eli_model_free(d);
     eli_model_free(other);
 }
@@ -288,13 +293,14 @@ static eli_model *masked_drafter(const eli_model *target, int top_k, char *path,
     fclose(f);
     free(buf);
     eli_model *d = eli_model_load(path, &err);
-    if (d && eli_drafter_bind(d, target, &err)) eli_model_free(d), d = NULL;
+    if (d && eli_model_bind_assistant(d, target, &err)) eli_model_free(d), d = NULL;
     if (!d) fprintf(stderr, "masked drafter: %s\n", err.msg);
     return d;
 }
 
 /* The masked head scores exactly the tokens of the kept clusters, with the dense head's logits. */
-static void test_masked_head(const eli_model *m, const eli_tokenizer *tok, const eli_model *dense, const int32_t *seq) {
+static void test_masked_head(const test_model *t, const eli_model *dense, const int32_t *seq) {
+    const eli_model *m = t->m;
     char path_all[256], path_4[256];
     eli_model *all = masked_drafter(m, 16, path_all, sizeof path_all), *four = masked_drafter(m, 4, path_4, sizeof path_4);
     CHECK(all && four, "masked drafters load");
@@ -326,9 +332,12 @@ static void test_masked_head(const eli_model *m, const eli_tokenizer *tok, const
         free(h), free(h2), free(ld), free(la), free(l4);
         /* speculative decoding with the masked drafter still gives the target's greedy output */
         int32_t a[64], b[64];
-        CHECK(generate(m, tok, NULL, 0, 0, seq, 20, 48, a, NULL) == 48 && generate(m, tok, four, 4, 0, seq, 20, 48, b, NULL) == 48 &&
+        const eli_exec_options opt = {NULL, 1};
+        eli_xmodel *xfour = eli_exec_prepare(t->xm->exec, four, &opt, &err);
+        CHECK(generate(t, NULL, 0, 0, seq, 20, 48, a, NULL) == 48 && generate(t, xfour, 4, 0, seq, 20, 48, b, NULL) == 48 &&
                   !memcmp(a, b, sizeof(int32_t) * 48),
               "greedy with the masked drafter == without MTP");
+        eli_xmodel_release(xfour);
     }
     eli_model_free(all), eli_model_free(four);
     unlink(path_all), unlink(path_4);
@@ -336,13 +345,13 @@ static void test_masked_head(const eli_model *m, const eli_tokenizer *tok, const
 
 /* Two runs with the same seed at temperature > 0 produce the same tokens, with drafts accepted when the
  * drafter is a real one (nano); the run is long enough for pauses and windows to change many times. */
-static void test_sampled_deterministic(const eli_model *m, const eli_tokenizer *tok, const eli_model *d,
-                                       const int32_t *prompt, int n_prompt, int min_accepted) {
+static void test_sampled_deterministic(const test_model *t, eli_xmodel *d, const int32_t *prompt, int n_prompt,
+                                       int min_accepted) {
     enum { N = 160 };
     int32_t a[N], b[N];
     int64_t acc_a = 0, acc_b = 0;
-    const int na = generate(m, tok, d, 4, 0.8f, prompt, n_prompt, N, a, &acc_a);
-    const int nb = generate(m, tok, d, 4, 0.8f, prompt, n_prompt, N, b, &acc_b);
+    const int na = generate(t, d, 4, 0.8f, prompt, n_prompt, N, a, &acc_a);
+    const int nb = generate(t, d, 4, 0.8f, prompt, n_prompt, N, b, &acc_b);
     printf("sampled with MTP twice: %d / %d tokens, %lld / %lld drafts accepted\n", na, nb, (long long)acc_a,
            (long long)acc_b);
     CHECK(na > 0 && na == nb && !memcmp(a, b, sizeof(int32_t) * (size_t)na) && acc_a == acc_b,
@@ -352,45 +361,42 @@ static void test_sampled_deterministic(const eli_model *m, const eli_tokenizer *
 
 static void test_sampled_deterministic_nano(void) {
     eli_error err = {0};
-    eli_model *m = eli_model_load(ELI_SOURCE_DIR "/models/eliza-1-nano/text/eliza-1-nano.gguf", &err);
-    eli_model *d = m ? eli_model_load(ELI_SOURCE_DIR "/models/eliza-1-nano/mtp/drafter-nano.gguf", &err) : NULL;
-    eli_tokenizer *tok = m ? eli_tokenizer_load(m->file, &err) : NULL;
-    CHECK(m && d && tok && eli_drafter_bind(d, m, &err) == ELI_OK, "nano bundle: %s", err.msg);
-    if (m && d && tok) {
+    test_model t, d;
+    CHECK(!test_model_load(ELI_SOURCE_DIR "/models/eliza-1-nano/text/eliza-1-nano.gguf", 1, NULL, &t, &err) &&
+              !test_model_load(ELI_SOURCE_DIR "/models/eliza-1-nano/mtp/drafter-nano.gguf", 0, t.m, &d, &err),
+          "nano bundle: %s", err.msg);
+    if (t.m && d.m) {
         const char *text = "The quick brown fox jumps over the lazy dog. The quick brown fox";
         int32_t *ids = NULL;
         size_t n_ids = 0;
-        CHECK(eli_tokenize(tok, text, strlen(text), 1, 0, &ids, &n_ids, &err) == ELI_OK && n_ids > 4, "tokenize");
-        if (n_ids > 4) test_sampled_deterministic(m, tok, d, ids, (int)n_ids, 1);
+        CHECK(eli_tokenize(t.tok, text, strlen(text), 1, 0, &ids, &n_ids, &err) == ELI_OK && n_ids > 4, "tokenize");
+        if (n_ids > 4) test_sampled_deterministic(&t, d.xm, ids, (int)n_ids, 1);
         free(ids);
     }
-    eli_tokenizer_free(tok);
-    eli_model_free(d);
-    eli_model_free(m);
+    test_model_free(&d);
+    test_model_free(&t);
 }
 
 int main(void) {
     eli_error err = {0};
-    eli_model *m = eli_model_load(eli_shared_path("golden/models/e2b-mini-f32.gguf"), &err);
-    eli_model *d = m ? eli_model_load(eli_shared_path("golden/models/assistant-mini-f32.gguf"), &err) : NULL;
-    CHECK(m && d, "%s", err.msg);
-    if (!m || !d) TEST_MAIN_END();
-    CHECK(eli_drafter_bind(d, m, &err) == ELI_OK, "bind: %s", err.msg);
-    CHECK(d->layers[0].kv_source == 1 && d->layers[1].kv_source == 2, "donor layers %d/%d (want 1/2, spec 6.4)",
-          d->layers[0].kv_source, d->layers[1].kv_source);
-    eli_tokenizer *tok = eli_tokenizer_load(m->file, &err);
+    test_model t, d;
+    CHECK(!test_model_load(eli_shared_path("golden/models/e2b-mini-f32.gguf"), 1, NULL, &t, &err) &&
+              !test_model_load(eli_shared_path("golden/models/assistant-mini-f32.gguf"), 0, t.m, &d, &err),
+          "%s", err.msg);
+    if (!t.m || !d.m) TEST_MAIN_END();
+    CHECK(d.m->layers[0].kv_source == 1 && d.m->layers[1].kv_source == 2, "donor layers %d/%d (want 1/2, spec 6.4)",
+          d.m->layers[0].kv_source, d.m->layers[1].kv_source);
     int32_t seq[96];
     CHECK(read_ids(eli_shared_path("golden/models/e2b-mini.tokens.txt"), seq, 96) == 96, "tokens");
-    test_greedy_identical(m, tok, d, seq);
-    test_reset_keep(m, tok, d, seq);
-    test_distribution(m, d, seq);
-    test_window_policy(m, d, seq);
-    test_sampled_deterministic(m, tok, d, seq, 20, 0);
+    test_greedy_identical(&t, d.xm, seq);
+    test_reset_keep(&t, d.xm, seq);
+    test_distribution(&t, d.xm, seq);
+    test_window_policy(&t, d.xm, seq);
+    test_sampled_deterministic(&t, d.xm, seq, 20, 0);
     test_sampled_deterministic_nano();
-    test_mismatch(m);
-    test_masked_head(m, tok, d, seq);
-    eli_tokenizer_free(tok);
-    eli_model_free(d);
-    eli_model_free(m);
+    test_mismatch(t.m);
+    test_masked_head(&t, d.m, seq);
+    test_model_free(&d);
+    test_model_free(&t);
     TEST_MAIN_END();
 }

@@ -17,6 +17,7 @@
 #include "sampler.h"
 #include "speculative.h"
 #include "test.h"
+#include "test_exec.h"
 
 #define BUNDLE ELI_SOURCE_DIR "/models/eliza-1-nano"
 #define DATA ELI_SOURCE_DIR "/tests/data/"
@@ -50,12 +51,11 @@ static double mean_kld(const float *ref, const float *ours, int rows, int n) {
 
 int main(void) {
     eli_error err = {0};
-    eli_model *m = eli_model_load(BUNDLE "/text/eliza-1-nano.gguf", &err);
-    CHECK(m != NULL, "%s", err.msg);
-    eli_model *d = eli_model_load(BUNDLE "/mtp/drafter-nano.gguf", &err);
-    CHECK(d != NULL, "%s", err.msg);
-    if (!m || !d) TEST_MAIN_END();
-    CHECK(eli_drafter_bind(d, m, &err) == ELI_OK, "%s", err.msg);
+    test_model tm, td;
+    CHECK(!test_model_load(BUNDLE "/text/eliza-1-nano.gguf", 1, NULL, &tm, &err), "%s", err.msg);
+    CHECK(tm.m && !test_model_load(BUNDLE "/mtp/drafter-nano.gguf", 0, tm.m, &td, &err), "%s", err.msg);
+    if (!tm.m || !td.m) TEST_MAIN_END();
+    const eli_model *m = tm.m, *d = td.m;
     const int V = m->hp.n_vocab;
     CHECK(m->hp.n_pl > 0 && m->hp.n_shared_kv > 0, "nano uses per-layer embeddings and KV sharing");
 
@@ -121,18 +121,17 @@ int main(void) {
     }
 
     /* greedy with the drafter == greedy without, and the drafter earns its keep */
-    eli_tokenizer *tok = eli_tokenizer_load(m->file, &err);
-    CHECK(tok != NULL, "%s", err.msg);
+    const eli_tokenizer *tok = tm.tok;
     int32_t a[128], b[128];
     int na = 0, nb = 0;
     int64_t drafted = 0, accepted = 0;
     for (int pass = 0; pass < 2 && tok; pass++) {
         eli_gen_params p = eli_gen_default_params();
-        p.ctx.n_ctx = 256;
+        p.seq.n_ctx = 256;
         p.sampling.temperature = 0;
         p.max_tokens = 96;
-        if (pass) p.draft = d, p.draft_min = 1, p.draft_max = 6;
-        eli_gen *g = eli_gen_create(m, tok, &p, &err);
+        if (pass) p.draft = td.xm, p.draft_min = 1, p.draft_max = 6;
+        eli_gen *g = eli_gen_create(tm.xm->exec, tm.xm, tok, &p, &err);
         CHECK(g && eli_gen_prefill(g, ids, 64, NULL, &err) == ELI_OK, "%s", err.msg);
         int32_t *out = pass ? b : a, step[16];
         int *cnt = pass ? &nb : &na;
@@ -151,10 +150,10 @@ int main(void) {
     /* the drafter earns its keep: rounds of a fixed window (the engine's window and pauses follow the
      * measured speed, which varies) accept more than half the drafts and give the same tokens */
     {
-        eli_context_params rp = eli_context_default_params();
+        eli_seq_params rp = eli_seq_default();
         rp.n_ctx = 256;
-        eli_context *rctx = eli_context_create(m, &rp, &err);
-        eli_spec *s = rctx ? eli_spec_create(d, m, rp.n_ctx, 1, 2, 0.0f, 0, &err) : NULL;
+        eli_xseq *rctx = eli_seq_create(tm.xm->exec, tm.xm, &rp, &err);
+        eli_spec *s = rctx ? eli_spec_create(td.xm, rctx, 1, 2, 0.0f, 0, &err) : NULL;
         eli_sampler_params sp = eli_sampler_default_params();
         sp.temperature = 0;
         eli_sampler *smp = NULL;
@@ -164,7 +163,7 @@ int main(void) {
         int32_t seq[140];
         int nr = 0;
         long rd = 0, ra = 0;
-        if (s && smp && eli_decode_ex(rctx, ids, 64, &o, &err) == ELI_OK) {
+        if (s && smp && eli_seq_decode_tokens(rctx, ids, 64, &o, &err) == ELI_OK) {
             int32_t last = 0;
             for (int32_t i = 1; i < V; i++) last = lg[i] > lg[last] ? i : last;
             eli_sampler_accept(smp, last, NULL);
@@ -184,7 +183,7 @@ int main(void) {
         free(lg), free(h);
         eli_sampler_free(smp);
         eli_spec_free(s);
-        eli_context_free(rctx);
+        eli_seq_free(rctx);
     }
 
     /* the manifest names both files with their sizes */
@@ -202,10 +201,9 @@ int main(void) {
         CHECK(strstr(buf, "eliza-1-nano.gguf") && strstr(buf, "drafter-nano.gguf") && strstr(buf, "sha256") && strstr(buf, size),
               "manifest lists the files, their sha256 and sizes");
     }
-    eli_tokenizer_free(tok);
     free(want), free(got), free(dwant);
     eli_context_free(c);
-    eli_model_free(d);
-    eli_model_free(m);
+    test_model_free(&td);
+    test_model_free(&tm);
     TEST_MAIN_END();
 }

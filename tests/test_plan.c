@@ -15,9 +15,11 @@
 #include "engine.h"
 #include "forward.h"
 #include "kv_cache.h"
+#include "kv_types.h"
 #include "plan.h"
 #include "quants.h"
 #include "test.h"
+#include "test_exec.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1
@@ -113,10 +115,10 @@ static void test_arch(void) {
 static void test_rss(void) {
     const uint64_t base = eli_plan_vm_rss();
     eli_error err = {0};
-    eli_model *m = eli_model_load(eli_shared_path("golden/models/e2b-mini-f32.gguf"), &err);
-    eli_tokenizer *tok = m ? eli_tokenizer_load(m->file, &err) : NULL;
-    CHECK(m && tok, "load: %s", err.msg);
-    if (!m || !tok) return;
+    test_model t; /* prepared, as streams run it: the matrices copied out of the mapping */
+    CHECK(!test_model_load(eli_shared_path("golden/models/e2b-mini-f32.gguf"), 1, NULL, &t, &err), "load: %s", err.msg);
+    const eli_model *m = t.m;
+    if (!m) return;
     uint64_t mapped, cached;
     eli_plan_ple_resident(m, &mapped, &cached);
     CHECK(mapped == 0, "the PLE table is not touched by loading (%llu bytes mapped)", (unsigned long long)mapped);
@@ -126,8 +128,8 @@ static void test_rss(void) {
     eli_plan o;
     CHECK(!eli_plan_model(m, &pp, 0, &o, &err), "plan: %s", err.msg);
     eli_gen_params gp = eli_gen_default_params();
-    gp.ctx.n_ctx = N, gp.ctx.n_ubatch = 512;
-    eli_gen *g = eli_gen_create(m, tok, &gp, &err);
+    gp.seq.n_ctx = N, gp.seq.n_ubatch = 512;
+    eli_gen *g = eli_gen_create(t.xm->exec, t.xm, t.tok, &gp, &err);
     int32_t *ids = malloc((size_t)N * sizeof *ids);
     uint64_t r = 7;
     for (int64_t i = 0; i < N; i++) {
@@ -150,8 +152,7 @@ static void test_rss(void) {
           (unsigned long long)mapped, (unsigned long long)o.ple_table);
     free(ids);
     eli_gen_free(g);
-    eli_tokenizer_free(tok);
-    eli_model_free(m);
+    test_model_free(&t);
 }
 
 int main(void) {

@@ -572,8 +572,9 @@ static int parity_load(void *self, const void *buf, size_t n, eli_error *err) {
 }
 
 static eli_sampler_stage parity(parity_stage *p) {
-    const eli_sampler_stage st = {"parity",      p,           1,          parity_apply, parity_allows, parity_accept,
-                                  parity_reset, parity_size, parity_save, parity_load,  NULL};
+    const eli_sampler_stage st = {.name = "parity", .self = p, .mask_only = 1, .apply = parity_apply, .allows = parity_allows,
+                                  .accept = parity_accept, .reset = parity_reset, .state_size = parity_size,
+                                  .save = parity_save, .load = parity_load};
     return st;
 }
 

@@ -14,6 +14,7 @@
 #include "engine.h"
 #include "slot.h"
 #include "test.h"
+#include "test_exec.h"
 #include "test_ffi_config.h"
 
 #define MODEL "golden/models/e2b-mini-f32.gguf"
@@ -34,13 +35,6 @@ static int gen_abi(EliLlmStream *s, int32_t *out, int limit, int step) {
 }
 
 static char tmpdir[64];
-static const char *tmp_path(const char *name) {
-    static char b[4][256];
-    static int k;
-    char *p = b[k++ & 3];
-    snprintf(p, 256, "%s/%s", tmpdir, name);
-    return p;
-}
 
 static long file_size(const char *p) {
     struct stat st;
@@ -80,7 +74,7 @@ static void test_abi(void) {
     /* 6 tokens, then save (the 6th is pending: emitted, not yet in the cache) */
     int n = gen_abi(a, out, 6, 1);
     CHECK(n == 6 && !memcmp(out, greedy, 6 * sizeof *out), "first 6 tokens greedy");
-    const char *slot = tmp_path("a.slot");
+    const char *slot = eli_test_path_in(tmpdir, "a.slot");
     CHECK(eliza_inference_llm_stream_save_slot(a, slot, &err) == ELIZA_OK, "save: %s", err ? err : "");
     eliza_inference_free_string(err), err = NULL;
     CHECK(file_size(slot) > 0, "slot file written");
@@ -136,7 +130,7 @@ static void test_abi(void) {
     unsigned char *img = slurp(slot, &size);
     CHECK(img != NULL && size > 200, "read slot back");
     if (img) {
-        const char *bad = tmp_path("bad.slot");
+        const char *bad = eli_test_path_in(tmpdir, "bad.slot");
         spit(bad, img, size / 2);
         CHECK(eliza_inference_llm_stream_restore_slot(b, bad, &err) == ELIZA_ERR_INVALID_ARG && err && strstr(err, "checksum"),
               "truncated refused: %s", err ? err : "");
@@ -149,7 +143,7 @@ static void test_abi(void) {
         img[size / 3] ^= 0x40;
         spit(bad, img, 10);
         CHECK(eliza_inference_llm_stream_restore_slot(b, bad, NULL) == ELIZA_ERR_INVALID_ARG, "tiny file refused");
-        CHECK(eliza_inference_llm_stream_restore_slot(b, tmp_path("missing.slot"), NULL) == ELIZA_ERR_INVALID_ARG,
+        CHECK(eliza_inference_llm_stream_restore_slot(b, eli_test_path_in(tmpdir, "missing.slot"), NULL) == ELIZA_ERR_INVALID_ARG,
               "missing file refused");
         CHECK(eliza_inference_llm_stream_restore_slot(b, "", NULL) == ELIZA_ERR_INVALID_ARG, "empty path");
         CHECK(eliza_inference_llm_stream_save_slot(b, "/nonexistent/dir/x.slot", &err) == ELIZA_ERR_INVALID_ARG && err,
@@ -211,17 +205,16 @@ static void test_rings(void) {
     int32_t seq[96];
     read_ids(eli_shared_path("golden/models/e2b-mini.tokens.txt"), seq, 96);
     eli_error err = {0};
-    eli_model *m = eli_model_load(eli_shared_path(MODEL), &err);
-    eli_tokenizer *tok = m ? eli_tokenizer_load(m->file, &err) : NULL;
-    CHECK(m && tok, "load: %s", err.msg);
-    if (!m || !tok) return;
+    test_model t;
+    CHECK(!test_model_load(eli_shared_path(MODEL), 1, NULL, &t, &err), "load: %s", err.msg);
+    if (!t.m) return;
     eli_gen_params p = eli_gen_default_params();
-    p.ctx.n_ctx = 256;
-    p.ctx.n_ubatch = 4;
+    p.seq.n_ctx = 256;
+    p.seq.n_ubatch = 4;
     p.sampling.temperature = 0;
     p.max_tokens = 0;
     for (int variant = 0; variant < 2; variant++) {
-        eli_gen *a = eli_gen_create(m, tok, &p, &err), *b = eli_gen_create(m, tok, &p, &err);
+        eli_gen *a = eli_gen_create(t.xm->exec, t.xm, t.tok, &p, &err), *b = eli_gen_create(t.xm->exec, t.xm, t.tok, &p, &err);
         CHECK(a && b, "create: %s", err.msg);
         if (!a || !b) break;
         CHECK(!eli_gen_prefill(a, seq, 96, NULL, &err), "prefill: %s", err.msg);
@@ -231,7 +224,7 @@ static void test_rings(void) {
         } else {
             eli_gen_next(a, ref, 7, &n, NULL, 0, NULL, NULL, NULL, &err); /* 7 generated, the last pending */
         }
-        const char *slot = tmp_path("r.slot");
+        const char *slot = eli_test_path_in(tmpdir, "r.slot");
         CHECK(!eli_gen_save(a, slot, &err), "save: %s", err.msg);
         size_t na = 0, nb = 0;
         eli_gen_next(a, ref, 40, &na, NULL, 0, NULL, NULL, NULL, &err);
@@ -244,12 +237,12 @@ static void test_rings(void) {
         eli_gen_free(b);
     }
     /* a session with another ubatch (other ring size) refuses the file */
-    eli_gen *a = eli_gen_create(m, tok, &p, &err);
+    eli_gen *a = eli_gen_create(t.xm->exec, t.xm, t.tok, &p, &err);
     eli_gen_params p8 = p;
-    p8.ctx.n_ubatch = 8;
-    eli_gen *b = eli_gen_create(m, tok, &p8, &err);
+    p8.seq.n_ubatch = 8;
+    eli_gen *b = eli_gen_create(t.xm->exec, t.xm, t.tok, &p8, &err);
     if (a && b && !eli_gen_prefill(a, seq, 40, NULL, &err)) {
-        const char *slot = tmp_path("u.slot");
+        const char *slot = eli_test_path_in(tmpdir, "u.slot");
         CHECK(!eli_gen_save(a, slot, &err), "save");
         CHECK(eli_gen_restore(b, slot, &err) == ELI_ERR_INVALID_ARG && strstr(err.msg, "n_ubatch 4") &&
                   strstr(err.msg, "n_ubatch 8"),
@@ -258,8 +251,7 @@ static void test_rings(void) {
     }
     eli_gen_free(a);
     eli_gen_free(b);
-    eli_tokenizer_free(tok);
-    eli_model_free(m);
+    test_model_free(&t);
 }
 
 static void test_hash(void) {
@@ -294,7 +286,7 @@ static void test_sampled(void) {
     EliLlmStream *a = eliza_inference_llm_stream_open(c, &cfg, &err);
     CHECK(a && eliza_inference_llm_stream_prefill(a, seq, 96, NULL) == ELIZA_OK, "open + prefill");
     CHECK(gen_abi(a, got, 6, 2) == 6, "6 sampled tokens");
-    const char *slot = tmp_path("sampled.slot");
+    const char *slot = eli_test_path_in(tmpdir, "sampled.slot");
     CHECK(eliza_inference_llm_stream_save_slot(a, slot, NULL) == ELIZA_OK, "save");
     const int n_want = gen_abi(a, want, 16, 3);
     EliLlmStream *b = eliza_inference_llm_stream_open(c, &cfg, NULL);
@@ -310,7 +302,7 @@ static void test_sampled(void) {
     if (bytes && n > 16) {
         const uint32_t v1 = 1;
         memcpy(bytes + 8, &v1, sizeof v1);
-        const char *old = tmp_path("v1.slot");
+        const char *old = eli_test_path_in(tmpdir, "v1.slot");
         spit(old, bytes, n);
         CHECK(eliza_inference_llm_stream_restore_slot(b, old, &err) == ELIZA_ERR_INVALID_ARG && err &&
                   strstr(err, "version 1") && strstr(err, "random state"),
@@ -322,6 +314,13 @@ static void test_sampled(void) {
         CHECK(eliza_inference_llm_stream_restore_slot(b, old, &err) == ELIZA_ERR_INVALID_ARG && err &&
                   strstr(err, "version 2") && strstr(err, "MTP state"),
               "version 2 refused: %s", err ? err : "");
+        eliza_inference_free_string(err), err = NULL;
+        const uint32_t v4 = 4;
+        memcpy(bytes + 8, &v4, sizeof v4);
+        spit(old, bytes, n);
+        CHECK(eliza_inference_llm_stream_restore_slot(b, old, &err) == ELIZA_ERR_INVALID_ARG && err &&
+                  strstr(err, "version 4") && strstr(err, "embedding rows"),
+              "version 4 refused: %s", err ? err : "");
         eliza_inference_free_string(err), err = NULL;
         unlink(old);
     }
@@ -372,7 +371,7 @@ static void test_mtp(void) {
         CHECK(a && eliza_inference_llm_stream_prefill(a, ids, n_ids, NULL) == ELIZA_OK, "MTP stream: %s", err ? err : "");
         if (!a) break;
         CHECK(gen_mtp(a, head, HEAD, &dr, &ac) == HEAD, "%d tokens before the save", HEAD);
-        const char *slot = tmp_path("mtp.slot");
+        const char *slot = eli_test_path_in(tmpdir, "mtp.slot");
         CHECK(eliza_inference_llm_stream_save_slot(a, slot, NULL) == ELIZA_OK, "save");
         CHECK(gen_mtp(a, want, TAIL, &dr, &ac) == TAIL, "%d tokens after", TAIL);
         EliLlmStream *b = eliza_inference_llm_stream_open(c, &cfg, NULL);
@@ -403,7 +402,7 @@ static void test_mtp(void) {
                 memcpy(bytes + 132, &bad, sizeof bad); /* header offset of the MTP pause (slot.h layout) */
                 const uint64_t sum = eli_hash64_bytes(bytes, (size_t)n - 8);
                 memcpy(bytes + n - 8, &sum, sizeof sum);
-                const char *broken = tmp_path("mtp-bad.slot");
+                const char *broken = eli_test_path_in(tmpdir, "mtp-bad.slot");
                 spit(broken, bytes, n);
                 CHECK(eliza_inference_llm_stream_restore_slot(b, broken, &err) == ELIZA_ERR_INVALID_ARG && err &&
                           strstr(err, "MTP state") && strstr(err, "pause 1000"),

@@ -10,12 +10,11 @@
 #include "test.h"
 #include "tokenizer.h"
 
-
 /* Calls fn on every parsed line of a JSONL file; returns the number of lines. */
 typedef void (*line_fn)(const eli_tokenizer *tok, const eli_json *obj, void *ctx);
 static size_t for_each_line(const char *rel, const eli_tokenizer *tok, line_fn fn, void *ctx) {
     size_t len, n_lines = 0;
-    char *all = eli_slurp(eli_shared_path(rel), &len);
+    char *all = test_read_file(eli_shared_path(rel), &len);
     CHECK(all != NULL, "cannot read %s", eli_shared_path(rel));
     if (!all) return 0;
     for (char *line = all; line < all + len;) {

@@ -7,7 +7,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "audio.h"
+#include "config.h"
 #include "engine.h"
+#include "exec.h"
+#include "vision.h"
 
 int cli_info(int argc, char **argv);
 int cli_logits(int argc, char **argv);
@@ -22,6 +26,12 @@ int cli_bench_chat(int argc, char **argv);
 int cli_synth(int argc, char **argv);
 int cli_bench_kv(int argc, char **argv);
 int cli_quantize(int argc, char **argv);
+int cli_grammar(int argc, char **argv);
+int cli_bench_grammar(int argc, char **argv);
+int cli_embed_image(int argc, char **argv);
+int cli_bench_image(int argc, char **argv);
+int cli_embed_audio(int argc, char **argv);
+int cli_bench_audio(int argc, char **argv);
 
 /* Prints "eliza-infer: <msg>" to stderr and returns 1. */
 int cli_die(const char *fmt, ...)
@@ -42,10 +52,24 @@ double cli_now(void);
 int cli_parse_gen_option(int argc, char **argv, int *i, struct eli_gen_params *p);
 /* The one-line error for argv option opt that is unknown, or that lacks its value (has_next 0): returns 2. */
 int cli_bad_option(const char *cmd, const char *opt, int has_next);
-/* Loads path (NULL = the embedded default model) and its tokenizer; prints and returns 1 on error. */
-int cli_load(const char *path, struct eli_model **m, struct eli_tokenizer **tok);
+/* A model as the commands use it: loaded, prepared on the default executor with the options of the
+ * environment's knobs (config.h: ELIZA_LLM_REPACK, ELI_KERNELS), and its tokenizer (NULL for a drafter). */
+typedef struct cli_model {
+    eli_config cfg;
+    eli_model *m;
+    eli_xmodel *xm;
+    eli_tokenizer *tok;
+} cli_model;
+/* Loads path (NULL = the embedded default model); prints and returns 1 on error (cm then holds nothing). */
+int cli_load(const char *path, cli_model *cm);
+/* The same without the tokenizer (a model file without one is fine). */
+int cli_prepare(const char *path, cli_model *cm);
 /* Loads an MTP drafter for target into p (draft, default window); NULL path: nothing. 1 on error. */
-int cli_load_drafter(const char *path, const struct eli_model *target, struct eli_gen_params *p, struct eli_model **out);
+int cli_load_drafter(const char *path, const cli_model *target, struct eli_gen_params *p, cli_model *d);
+void cli_unload(cli_model *cm);
+/* The generation defaults with the environment's knobs: the sequence's memory (ELIZA_LLM_RESERVE,
+ * ELIZA_LLM_KV_CHECKPOINTS) and the seed (ELIZA_LLM_SEED). Prints and returns 1 on a bad value. */
+int cli_gen_params(struct eli_gen_params *p);
 /* The chat-template prompt of one user turn (and optional system turn), malloc'ed; NULL on error. */
 char *cli_chat_prompt(const char *system, const char *user);
 
@@ -76,6 +100,9 @@ int cli_turn_prefill(eli_gen *g, const int32_t *ids, size_t n_ids, const atomic_
 int cli_turn_answer(eli_gen *g, FILE *echo, const atomic_int *cancel, char **answer, size_t *n_answer, double *t_first,
                     eli_error *err);
 
+/* The tokenizer of any GGUF (a vocab-only file is enough); prints why and returns 1 on failure. */
+int cli_load_vocab(const char *path, struct eli_tokenizer **out);
+
 /* Path of the embedded default model (malloc'ed), or NULL when it is not installed. */
 char *cli_default_model(void);
 
@@ -83,6 +110,39 @@ char *cli_default_model(void);
  * name). Returns 1 when opt is one of them and its value v was taken, 0 when opt is none of them, -1 after
  * printing an error (missing or unknown value). */
 int cli_parse_kv_option(const char *opt, const char *v, uint32_t *type_k, uint32_t *type_v);
+
+/* A multimodal tower for the CLI (cli_tower.c): the projector, its bound vision or audio tower, made
+ * ready on the default executor with the environment's options (ELI_KERNELS, ELIZA_LLM_REPACK). */
+typedef struct cli_tower {
+    eli_mmproj *proj;
+    eli_vision *vision;
+    eli_audio *audio;
+    eli_xtower *xt;
+    int threads; /* as resolved (0 asked: one per CPU) */
+} cli_tower;
+/* Opens the kind of tower of a projector file; prints why and returns 1 on failure. */
+int cli_tower_open(const char *mmproj, eli_mm_tower kind, int threads, cli_tower *t);
+void cli_tower_close(cli_tower *t);
+
+/* Audio input for embed-audio / bench-audio (cli_embed_audio.c): the tower and the WAV decoded to 16 kHz
+ * mono. */
+typedef struct cli_audio {
+    cli_tower tower;
+    float *pcm;
+    int64_t n; /* samples at 16 kHz */
+} cli_audio;
+/* Opens both (threads <= 0: one per CPU); prints why and returns 1 on failure. */
+int cli_audio_open(const char *mmproj, const char *wav, int threads, cli_audio *a);
+void cli_audio_close(cli_audio *a);
+/* Consumes --mmproj FILE, --audio WAV, -t N at argv[*i]: 1 consumed, 0 not one of them, -1 bad value. */
+int cli_audio_option(int argc, char **argv, int *i, const char **mmproj, const char **wav, int *threads);
+
+/* The GBNF text of --grammar FILE, --json-schema FILE (converted) or --json (any JSON value), the first
+ * given; malloc'ed, *len its length; NULL after printing why (or when none is given). */
+char *cli_grammar_text(const char *gbnf_file, const char *schema_file, int json, size_t *len);
+
+/* "f32" / "f16" to a KV cache type; prints an error and returns -1 otherwise. */
+int cli_parse_kv_type(const char *s, uint32_t *out);
 /* Whitespace- or comma-separated token ids into a malloc'ed array; prints an error and returns -1. */
 int cli_parse_tokens(const char *s, int32_t **out, size_t *n_out);
 

@@ -19,10 +19,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "drafter.h"
 #include "engine.h"
-#include "forward.h"
-#include "kernels.h"
 #include "os.h"
 #include "plan.h"
 #include "quants.h"
@@ -162,10 +159,10 @@ static double median(double *v, int n) {
 }
 
 /* Generates n tokens greedily; returns tok/s of the generation (prefill excluded), or < 0 on error. */
-static double timed_generation(const eli_model *m, const eli_tokenizer *tok, const eli_gen_params *p, const int32_t *ids,
-                               size_t n_ids, int32_t *out, int64_t n, eli_spec_stats *stats) {
+static double timed_generation(const eli_exec *exec, eli_xmodel *xm, const eli_tokenizer *tok, const eli_gen_params *p,
+                               const int32_t *ids, size_t n_ids, int32_t *out, int64_t n, eli_spec_stats *stats) {
     eli_error err = {0};
-    eli_gen *g = eli_gen_create(m, tok, p, &err);
+    eli_gen *g = eli_gen_create(exec, xm, tok, p, &err);
     if (!g || eli_gen_prefill(g, ids, n_ids, NULL, &err)) {
         cli_die("%s", err.msg);
         eli_gen_free(g);
@@ -193,18 +190,19 @@ static double timed_generation(const eli_model *m, const eli_tokenizer *tok, con
 
 /* Decodes seq[0 .. len-1] after the prompt in batches of k tokens (k = 1: plain steps), each row's greedy
  * token checked against the next one of seq; returns the seconds taken, < 0 on error. */
-static double timed_batches(eli_context *c, eli_sampler *smp, const int32_t *ids, size_t n_ids, const int32_t *seq,
+static double timed_batches(eli_xseq *c, eli_sampler *smp, const int32_t *ids, size_t n_ids, const int32_t *seq,
                             int64_t len, int k, float *logits) {
     eli_error err = {0};
-    const int32_t V = eli_context_model(c)->hp.n_vocab;
-    if (!eli_context_truncate(c, (int64_t)n_ids)) {
-        eli_context_reset(c);
-        if (eli_decode(c, ids, (int64_t)n_ids, NULL, 0, &err)) return cli_die("%s", err.msg), -1;
+    const int32_t V = c->xm->model->hp.n_vocab;
+    const eli_outputs all = {logits, NULL, 1};
+    if (!eli_seq_truncate(c, (int64_t)n_ids)) {
+        eli_seq_reset(c);
+        if (eli_seq_decode_tokens(c, ids, (int64_t)n_ids, NULL, &err)) return cli_die("%s", err.msg), -1;
     }
     const double t = cli_now();
     for (int64_t i = 0; i + 1 < len;) {
         const int64_t b = i + k < len ? k : len - 1 - i;
-        if (eli_decode(c, seq + i, b, logits, 1, &err)) return cli_die("%s", err.msg), -1;
+        if (eli_seq_decode_tokens(c, seq + i, b, &all, &err)) return cli_die("%s", err.msg), -1;
         for (int64_t j = 0; j < b; j++) {
             int32_t tok = -1;
             if (eli_sampler_sample(smp, logits + (size_t)j * (size_t)V, &tok, &err)) return cli_die("%s", err.msg), -1;
@@ -222,8 +220,9 @@ static double timed_batches(eli_context *c, eli_sampler *smp, const int32_t *ids
  * (the plain run's own tokens, verified w + 1 at a time) against plain steps over the same tokens, each
  * the median of reps runs. MTP pays only where a batch of w + 1 tokens costs much less than w + 1 steps:
  * where decoding waits on memory, not where (a small model in the caches) it waits on arithmetic. */
-static int mtp_ceiling(const eli_model *m, const eli_context_params *cp, const int32_t *ids, size_t n_ids,
+static int mtp_ceiling(const eli_exec *exec, eli_xmodel *xm, const eli_seq_params *sp, const int32_t *ids, size_t n_ids,
                        const int32_t *seq, int64_t n, int reps, mtp_result *res) {
+    const eli_model *m = xm->model;
     eli_error err = {0};
     int64_t len = 0;
     while (len < n && seq[len] >= 0) len++;
@@ -231,14 +230,14 @@ static int mtp_ceiling(const eli_model *m, const eli_context_params *cp, const i
         res->n_ceiling = 0;
         return 0;
     }
-    eli_context *c = eli_context_create(m, cp, &err);
-    eli_sampler_params sp = eli_sampler_default_params();
-    sp.temperature = 0;
+    eli_xseq *c = eli_seq_create(exec, xm, sp, &err);
+    eli_sampler_params gp = eli_sampler_default_params();
+    gp.temperature = 0;
     eli_sampler *smp = NULL;
     const int W = res->n_ceiling;
     float *logits = malloc(sizeof(float) * (size_t)(W + 1) * (size_t)m->hp.n_vocab);
     double *t = malloc(sizeof(double) * (size_t)(W + 1) * (size_t)reps);
-    int rc = !c || eli_sampler_create(&sp, m->hp.n_vocab, &smp, &err) ? cli_die("%s", err.msg) : 0;
+    int rc = !c || eli_sampler_create(&gp, m->hp.n_vocab, &smp, &err) ? cli_die("%s", err.msg) : 0;
     if (!rc && (!logits || !t)) rc = cli_die("out of memory");
     for (int r = 0; !rc && r < reps; r++) /* t[w * reps + r]: w = 0 is the plain steps */
         for (int w = 0; !rc && w <= W; w++)
@@ -249,25 +248,26 @@ static int mtp_ceiling(const eli_model *m, const eli_context_params *cp, const i
     }
     free(logits), free(t);
     eli_sampler_free(smp);
-    eli_context_free(c);
+    eli_seq_free(c);
     return rc;
 }
 
-static int bench_mtp(const eli_model *m, const char *draft_path, const char *prompt_file, int64_t n, int draft_max,
-                     int reps, const eli_context_params *cp, mtp_result *res) {
+static int bench_mtp(const eli_exec *exec, const cli_model *cm, const char *draft_path, const char *prompt_file, int64_t n,
+                     int draft_max, int reps, const eli_seq_params *sp, mtp_result *res) {
     eli_error err = {0};
+    const eli_model *m = cm->m;
     eli_tokenizer *tok = eli_tokenizer_load(m->file, &err);
     if (!tok) return cli_die("--draft / --mtp-ceiling need the model's tokenizer: %s", err.msg);
-    eli_model *d = draft_path ? eli_model_load(draft_path, &err) : NULL;
-    if (draft_path && (!d || eli_drafter_bind(d, m, &err))) {
-        eli_model_free(d);
+    eli_gen_params p;
+    cli_model d = {0};
+    if (cli_gen_params(&p) || (draft_path && cli_load_drafter(draft_path, cm, &p, &d))) {
         eli_tokenizer_free(tok);
-        return cli_die("%s", err.msg);
+        return 1;
     }
     char *text = NULL;
     size_t len = 0;
     if (prompt_file && !(text = cli_read_file(prompt_file, &len))) {
-        eli_model_free(d);
+        cli_unload(&d);
         eli_tokenizer_free(tok);
         return 1;
     }
@@ -287,10 +287,9 @@ static int bench_mtp(const eli_model *m, const char *draft_path, const char *pro
         if (room > 1024) room = 1024;
         if (room < 1) room = 1;
         if ((int64_t)n_ids > room) n_ids = (size_t)room;
-        eli_gen_params p = eli_gen_default_params();
-        p.ctx = *cp;
-        p.ctx.n_ctx = (int64_t)n_ids + n + draft_max + 2;
-        if (p.ctx.n_ctx > m->hp.n_ctx_train) p.ctx.n_ctx = m->hp.n_ctx_train;
+        p.seq = *sp;
+        p.seq.n_ctx = (int64_t)n_ids + n + draft_max + 2;
+        if (p.seq.n_ctx > m->hp.n_ctx_train) p.seq.n_ctx = m->hp.n_ctx_train;
         p.sampling.temperature = 0;
         p.max_tokens = n;
         res->prompt_tokens = (int64_t)n_ids;
@@ -301,11 +300,11 @@ static int bench_mtp(const eli_model *m, const char *draft_path, const char *pro
         for (int r = 0; !rc && r < reps; r++) {
             eli_spec_stats st;
             p.draft = NULL;
-            plain[r] = timed_generation(m, tok, &p, ids, n_ids, a, n, NULL);
+            plain[r] = timed_generation(exec, cm->xm, tok, &p, ids, n_ids, a, n, NULL);
             rc = plain[r] < 0;
-            if (!d || rc) continue; /* --mtp-ceiling alone: plain runs only */
-            p.draft = d, p.draft_min = 1, p.draft_max = draft_max;
-            mtp[r] = timed_generation(m, tok, &p, ids, n_ids, b, n, &st);
+            if (!d.xm || rc) continue; /* --mtp-ceiling alone: plain runs only */
+            p.draft = d.xm, p.draft_min = 1, p.draft_max = draft_max;
+            mtp[r] = timed_generation(exec, cm->xm, tok, &p, ids, n_ids, b, n, &st);
             if ((rc = mtp[r] < 0)) break;
             ratio[r] = mtp[r] / plain[r];
             res->drafted += st.drafted, res->accepted += st.accepted, res->rounds += st.rounds, res->window = st.window;
@@ -313,17 +312,17 @@ static int bench_mtp(const eli_model *m, const char *draft_path, const char *pro
         }
         if (!rc) {
             res->plain_tps = median(plain, reps);
-            if (d) {
+            if (d.xm) {
                 res->mtp_tps = median(mtp, reps);
                 res->speedup = median(ratio, reps); /* sorted now */
                 res->lo = ratio[0], res->hi = ratio[reps - 1];
             }
             res->n_ceiling = draft_max;
-            rc = mtp_ceiling(m, &p.ctx, ids, n_ids, a, n, reps, res);
+            rc = mtp_ceiling(exec, cm->xm, &p.seq, ids, n_ids, a, n, reps, res);
         }
     }
     free(a), free(b), free(ids), free(runs);
-    eli_model_free(d);
+    cli_unload(&d);
     eli_tokenizer_free(tok);
     return rc;
 }
@@ -363,27 +362,30 @@ int cli_bench(int argc, char **argv) {
     if (threads == 0) threads = eli_os_cpu_count();
     eli_error err = {0};
     double t0 = cli_now();
-    eli_model *m = eli_model_load(path, &err);
-    if (!m) return cli_die("%s", err.msg);
+    cli_model cm;
+    if (cli_prepare(path, &cm)) return 1;
     const double load_s = cli_now() - t0;
+    const eli_model *m = cm.m;
     const eli_hparams *hp = &m->hp;
+    const eli_exec *exec = reference ? eli_exec_named("reference", &err) : cm.xm->exec;
 
-    eli_context_params cp = eli_context_default_params();
+    eli_seq_params cp = eli_seq_default();
     int64_t need = p > depth + n ? p : depth + n;
     cp.n_ctx = need + 1;
     cp.n_ubatch = 512;
     cp.kv_type_k = kv;
     cp.kv_type_v = kv_v;
     cp.n_threads = (int)threads;
-    cp.reference_kernels = reference;
-    const char *kname = reference ? eli_kernels_reference()->name : eli_kernels_best()->name;
+    cp.reserve = cm.cfg.reserve;
+    cp.n_ckpt = cm.cfg.n_ckpt;
+    const char *kname = exec ? exec->describe(cm.xm) : "";
     if (cp.n_ctx > hp->n_ctx_train) {
-        eli_model_free(m);
+        cli_unload(&cm);
         return cli_die("bench: %lld positions exceed the model's context of %d", (long long)cp.n_ctx, hp->n_ctx_train);
     }
-    eli_context *c = eli_context_create(m, &cp, &err);
+    eli_xseq *c = exec ? eli_seq_create(exec, cm.xm, &cp, &err) : NULL;
     if (!c) {
-        eli_model_free(m);
+        cli_unload(&cm);
         return cli_die("%s", err.msg);
     }
     int64_t ntok = need > 0 ? need : 1;
@@ -401,35 +403,36 @@ int cli_bench(int argc, char **argv) {
      * prefill, timed as the cold time to first token (it also pages in the scratch and KV memory); the
      * measured prefill then runs warm, as llama-bench's does after its warm-up run. */
     double cold_s = 0, pp_s = 0, tg_s = 0;
+    const eli_outputs last = {logits, NULL, 0};
     const double t_cold = cli_now();
-    int rc = eli_decode(c, toks, p > 0 ? p : 1, logits, 0, &err);
+    int rc = eli_seq_decode_tokens(c, toks, p > 0 ? p : 1, &last, &err);
     cold_s = cli_now() - t_cold;
     if (!rc && p > 0) {
-        eli_context_reset(c);
+        eli_seq_reset(c);
         double t = cli_now();
-        rc = eli_decode(c, toks, p, logits, 0, &err);
+        rc = eli_seq_decode_tokens(c, toks, p, &last, &err);
         pp_s = cli_now() - t;
     }
     if (!rc && n > 0) {
-        eli_context_reset(c);
-        if (depth > 0) rc = eli_decode(c, toks, depth, NULL, 0, &err);
+        eli_seq_reset(c);
+        if (depth > 0) rc = eli_seq_decode_tokens(c, toks, depth, NULL, &err);
         double t = cli_now();
-        for (long long i = 0; i < n && !rc; i++) rc = eli_decode(c, toks + depth + i, 1, logits, 0, &err);
+        for (long long i = 0; i < n && !rc; i++) rc = eli_seq_decode_tokens(c, toks + depth + i, 1, &last, &err);
         tg_s = cli_now() - t;
     }
     if (rc) {
         free(toks), free(logits);
-        eli_context_free(c);
-        eli_model_free(m);
+        eli_seq_free(c);
+        cli_unload(&cm);
         return cli_die("decode: %s", err.msg);
     }
     const long rss = peak_rss_kb(); /* of the measured context: before the MTP runs and the probe's buffer */
     mtp_result mtp = {0};
     if ((draft_path || ceiling_only) && n > 0) {
-        eli_context_free(c), c = NULL; /* free its memory before the generation runs */
-        if (bench_mtp(m, draft_path, prompt_file, n, (int)draft_max, (int)mtp_reps, &cp, &mtp)) {
+        eli_seq_free(c), c = NULL; /* free its memory before the generation runs */
+        if (bench_mtp(exec, &cm, draft_path, prompt_file, n, (int)draft_max, (int)mtp_reps, &cp, &mtp)) {
             free(toks), free(logits);
-            eli_model_free(m);
+            cli_unload(&cm);
             return 1;
         }
     }
@@ -506,7 +509,7 @@ int cli_bench(int argc, char **argv) {
         }
     }
     free(toks), free(logits);
-    eli_context_free(c);
-    eli_model_free(m);
+    eli_seq_free(c);
+    cli_unload(&cm);
     return mtp.plain_tps > 0 && !mtp.identical ? 1 : 0;
 }

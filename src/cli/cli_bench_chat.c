@@ -25,8 +25,6 @@
 #include "cli.h"
 #include "engine.h"
 #include "json.h"
-#include "kernels.h"
-#include "kv_cache.h"
 #include "os.h"
 #include "plan.h"
 #include "quants.h"
@@ -200,29 +198,30 @@ int cli_bench_chat(int argc, char **argv) {
     size_t text_len = 0;
     if (prompt_file && !(text = cli_read_file(prompt_file, &text_len))) return free(fresh), free(rec), 1;
 
-    eli_model *m = NULL;
-    eli_tokenizer *tok = NULL;
+    cli_model cm = {0};
     eli_gen *g = NULL;
     cli_conversation conv = {0};
     int32_t *ids = NULL;
     char *msg = NULL, *answer = NULL;
     int rc = 1;
     eli_error err = {0};
-    if (cli_load(path, &m, &tok)) goto done;
+    if (cli_load(path, &cm)) goto done;
+    const eli_model *m = cm.m;
+    const eli_tokenizer *tok = cm.tok;
     if (ctx > m->hp.n_ctx_train) {
         cli_die("bench-chat: --ctx %lld exceeds the model's context of %d", ctx, m->hp.n_ctx_train);
         goto done;
     }
     if (!ctx) ctx = m->hp.n_ctx_train < 32768 ? m->hp.n_ctx_train : 32768;
-    eli_gen_params p = eli_gen_default_params();
-    p.ctx.n_ctx = ctx;
-    p.ctx.kv_type_k = p.ctx.kv_type_v = kv;
-    p.ctx.n_threads = (int)threads;
-    p.ctx.reserve = !lazy;
+    eli_gen_params p;
+    if (cli_gen_params(&p)) goto done;
+    p.seq.n_ctx = ctx;
+    p.seq.kv_type_k = p.seq.kv_type_v = kv;
+    p.seq.n_threads = (int)threads;
+    p.seq.reserve = !lazy;
     p.sampling.temperature = 0;
     p.max_tokens = n_gen;
-    const int64_t n_ubatch = p.ctx.n_ubatch > 0 ? p.ctx.n_ubatch : 512;
-    if (!(g = eli_gen_create(m, tok, &p, &err))) {
+    if (!(g = eli_gen_create(cm.xm->exec, cm.xm, tok, &p, &err))) {
         cli_die("%s", err.msg);
         goto done;
     }
@@ -239,7 +238,7 @@ int cli_bench_chat(int argc, char **argv) {
     }
     if (!json) {
         printf("model %s, %s kernels, %lld-token context, %s KV cache (%s); %lld turns of ~%lld user tokens + %lld generated\n",
-               path ? path : "eliza-1-nano (embedded)", eli_kernels_best()->name, ctx, eli_type_name(kv),
+               path ? path : "eliza-1-nano (embedded)", cm.xm->exec->describe(cm.xm), ctx, eli_type_name(kv),
                lazy ? "lazy" : "reserved", turns, turn_tokens, n_gen);
         printf("%5s %7s %7s %6s %6s %4s %9s %9s %7s %7s %9s %9s %9s %8s\n", "turn", "prompt", "kept", "new", "eval", "gen",
                "render_ms", "ttft_ms", "ms/new", "tok/s", "rss_MiB", "anon_MiB", "file_MiB", "kv_MiB");
@@ -285,7 +284,11 @@ int cli_bench_chat(int argc, char **argv) {
         r->rss_kb = eli_os_proc_kb("/proc/self/status", "VmRSS");
         r->anon_kb = eli_os_proc_kb("/proc/self/status", "RssAnon");
         r->file_kb = eli_os_proc_kb("/proc/self/status", "RssFile");
-        r->kv_kb = (double)eli_kv_predict_bytes(m, lazy ? eli_gen_n_committed(g) : ctx, n_ubatch, kv, kv, NULL, NULL) / 1024.0;
+        eli_seq_params sp = p.seq;
+        eli_seq_memory mem = {0};
+        if (lazy) sp.n_ctx = eli_gen_n_committed(g);
+        cm.xm->exec->plan(m, &sp, &mem, NULL);
+        r->kv_kb = (double)(mem.kv_swa + mem.kv_full) / 1024.0;
         r->fresh_ttft_ms = -1;
         if (fresh[t]) r->ids = ids, ids = NULL; /* prefilled from scratch after the last turn */
         free(ids), ids = NULL;
@@ -335,7 +338,7 @@ int cli_bench_chat(int argc, char **argv) {
         char *qpath = eli_json_quote(shown, strlen(shown));
         printf("{\"model\": %s, \"kernels\": \"%s\", \"ctx\": %lld, \"kv_type\": \"%s\", \"reserved\": %s, \"turn_tokens\": %lld, "
                "\"n_gen\": %lld, \"warmup\": %lld,\n \"turns\": [",
-               qpath ? qpath : "\"\"", eli_kernels_best()->name, ctx, eli_type_name(kv), lazy ? "false" : "true", turn_tokens,
+               qpath ? qpath : "\"\"", cm.xm->exec->describe(cm.xm), ctx, eli_type_name(kv), lazy ? "false" : "true", turn_tokens,
                n_gen, warmup);
         free(qpath);
         for (int64_t i = 0; i < n; i++) {
@@ -382,8 +385,7 @@ done:
     free(msg), free(answer), free(ids);
     cli_conv_free(&conv);
     eli_gen_free(g);
-    eli_tokenizer_free(tok);
-    eli_model_free(m);
+    cli_unload(&cm);
     for (int64_t t = 0; t < turns; t++) free(rec[t].ids);
     free(text), free(fresh), free(rec);
     return rc;

@@ -68,9 +68,10 @@ static int usage(FILE *out) {
 
 int cli_chat(int argc, char **argv) {
     const char *path = NULL, *system = NULL;
-    eli_gen_params p = eli_gen_default_params();
+    eli_gen_params p;
+    if (cli_gen_params(&p)) return 1;
     p.max_tokens = 512;
-    p.ctx.n_ctx = 4096;
+    p.seq.n_ctx = 4096;
     for (int i = 1; i < argc; i++) {
         int r = cli_parse_gen_option(argc, argv, &i, &p);
         if (r < 0) return 2;
@@ -80,14 +81,12 @@ int cli_chat(int argc, char **argv) {
         else if (!strcmp(argv[i], "--help")) return usage(stdout), 0;
         else return cli_bad_option("chat", argv[i], i + 1 < argc);
     }
-    eli_model *m;
-    eli_tokenizer *tok;
-    if (cli_load(path, &m, &tok)) return 1;
+    cli_model cm;
+    if (cli_load(path, &cm)) return 1;
     eli_error err = {0};
-    eli_gen *g = eli_gen_create(m, tok, &p, &err);
+    eli_gen *g = eli_gen_create(cm.xm->exec, cm.xm, cm.tok, &p, &err);
     if (!g) {
-        eli_tokenizer_free(tok);
-        eli_model_free(m);
+        cli_unload(&cm);
         return cli_die("%s", err.msg);
     }
     struct sigaction sa;
@@ -125,7 +124,7 @@ int cli_chat(int argc, char **argv) {
         if (cli_conv_add(&conv, "user", line, (size_t)len)) break;
         int32_t *ids = NULL;
         size_t n_ids = 0;
-        if (cli_conv_tokens(&conv, tok, &ids, &n_ids, &err)) {
+        if (cli_conv_tokens(&conv, cm.tok, &ids, &n_ids, &err)) {
             cli_die("%s", err.msg);
             cli_conv_drop_last(&conv);
             continue;
@@ -157,7 +156,6 @@ int cli_chat(int argc, char **argv) {
     free(line);
     cli_conv_free(&conv);
     eli_gen_free(g);
-    eli_tokenizer_free(tok);
-    eli_model_free(m);
+    cli_unload(&cm);
     return rc;
 }

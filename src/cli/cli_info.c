@@ -20,7 +20,7 @@ int cli_info(int argc, char **argv) {
     }
     if (!path) return usage();
     eli_error err = {0};
-    eli_model *m = eli_model_load_mapped(path, &err);
+    eli_model *m = eli_model_load(path, &err);
     if (!m) return cli_die("%s", err.msg);
     const eli_hparams *hp = &m->hp;
     printf("file:           %s\n", path);

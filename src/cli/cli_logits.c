@@ -7,8 +7,8 @@
 
 #include "cli.h"
 #include "fileio.h"
-#include "forward.h"
-#include "kv_cache.h"
+#include "exec.h"
+#include "kv_types.h"
 #include "quants.h"
 
 static int usage(void) {
@@ -63,7 +63,7 @@ int cli_parse_tokens(const char *s, int32_t **out, size_t *n_out) {
 
 int cli_logits(int argc, char **argv) {
     const char *path = NULL, *tokens = NULL, *outp = NULL;
-    eli_context_params cp = eli_context_default_params();
+    eli_seq_params cp = eli_seq_default();
     int step = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -87,12 +87,14 @@ int cli_logits(int argc, char **argv) {
     if (cli_parse_tokens(tokens, &ids, &n)) return 2;
     if (!n) return free(ids), cli_die("--tokens: no token ids given");
     eli_error err = {0};
-    eli_model *m = eli_model_load(path, &err);
-    if (!m) return free(ids), cli_die("%s", err.msg);
+    cli_model cm;
+    if (cli_prepare(path, &cm)) return free(ids), 1;
+    const eli_model *m = cm.m;
     cp.n_ctx = (int64_t)n;
-    if (cp.n_ctx > m->hp.n_ctx_train) cp.n_ctx = m->hp.n_ctx_train;
+    cp.reserve = cm.cfg.reserve;
+    cp.n_ckpt = cm.cfg.n_ckpt;
     int rc = 1;
-    eli_context *c = eli_context_create(m, &cp, &err);
+    eli_xseq *c = eli_seq_create(cm.xm->exec, cm.xm, &cp, &err);
     float *logits = c ? malloc(n * (size_t)m->hp.n_vocab * sizeof(float)) : NULL;
     if (!c) cli_die("%s", err.msg);
     else if (!logits) cli_die("out of memory for %zu rows of logits", n);
@@ -100,10 +102,13 @@ int cli_logits(int argc, char **argv) {
         int ok = 0;
         if (step) {
             ok = 1;
-            for (size_t i = 0; i < n && ok; i++)
-                ok = eli_decode(c, ids + i, 1, logits + i * (size_t)m->hp.n_vocab, 0, &err) == ELI_OK;
+            for (size_t i = 0; i < n && ok; i++) {
+                const eli_outputs o = {logits + i * (size_t)m->hp.n_vocab, NULL, 0};
+                ok = eli_seq_decode_tokens(c, ids + i, 1, &o, &err) == ELI_OK;
+            }
         } else {
-            ok = eli_decode(c, ids, (int64_t)n, logits, 1, &err) == ELI_OK;
+            const eli_outputs o = {logits, NULL, 1};
+            ok = eli_seq_decode_tokens(c, ids, (int64_t)n, &o, &err) == ELI_OK;
         }
         if (!ok) cli_die("%s", err.msg);
         else if (eli_write_file_atomic(outp, logits, n * (size_t)m->hp.n_vocab * sizeof(float), &err))
@@ -112,7 +117,7 @@ int cli_logits(int argc, char **argv) {
     }
     free(logits);
     free(ids);
-    eli_context_free(c);
-    eli_model_free(m);
+    eli_seq_free(c);
+    cli_unload(&cm);
     return rc;
 }

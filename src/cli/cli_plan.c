@@ -6,7 +6,6 @@
 
 #include "cli.h"
 #include "engine.h"
-#include "kv_cache.h"
 #include "model.h"
 #include "plan.h"
 #include "tokenizer.h"
@@ -67,6 +66,10 @@ static uint64_t heap_in_use(void) {
 int cli_plan(int argc, char **argv) {
     const char *path = NULL, *arch = NULL, *wtype = NULL;
     eli_plan_params p = eli_plan_default_params();
+    eli_config cfg;
+    eli_error cerr = {0};
+    if (eli_config_read(&cfg, &cerr)) return cli_die("%s", cerr.msg);
+    p.n_ckpt = cfg.n_ckpt; /* ELIZA_LLM_KV_CHECKPOINTS, unless --checkpoints says otherwise */
     uint64_t fit = 0;
     long long measure = 0;
     for (int i = 1; i < argc; i++) {
@@ -118,14 +121,16 @@ int cli_plan(int argc, char **argv) {
         }
         return 0;
     }
-    /* --measure runs tokens, so it loads the weights as a stream would */
-    eli_model *m = measure ? eli_model_load(path, &err) : eli_model_load_mapped(path, &err);
-    if (!m) return cli_die("%s", err.msg);
+    /* --measure runs tokens, so it prepares the weights as a stream would */
+    cli_model cm = {0};
+    if (measure ? cli_prepare(path, &cm) : !(cm.m = eli_model_load(path, &err)))
+        return measure ? 1 : cli_die("%s", err.msg);
+    const eli_model *m = cm.m;
     const uint64_t h0 = heap_in_use();
     eli_tokenizer *tok = eli_tokenizer_load(m->file, &err);
     const uint64_t tok_bytes = tok && heap_in_use() > h0 ? heap_in_use() - h0 : 0;
     if (!tok) {
-        eli_model_free(m);
+        cli_unload(&cm);
         return cli_die("%s", err.msg);
     }
     int rc = 0;
@@ -150,13 +155,15 @@ int cli_plan(int argc, char **argv) {
     }
     if (measure) {
         eli_gen_params gp = eli_gen_default_params();
-        gp.ctx.n_ctx = o.n_ctx;
-        gp.ctx.n_ubatch = o.n_ubatch;
-        gp.ctx.kv_type_k = p.kv_type_k;
-        gp.ctx.kv_type_v = p.kv_type_v;
-        gp.ctx.n_threads = o.n_threads;
+        gp.seq.n_ctx = o.n_ctx;
+        gp.seq.n_ubatch = o.n_ubatch;
+        gp.seq.kv_type_k = p.kv_type_k;
+        gp.seq.kv_type_v = p.kv_type_v;
+        gp.seq.n_threads = o.n_threads;
+        gp.seq.reserve = cm.cfg.reserve;
+        gp.seq.n_ckpt = o.n_ckpt;
         if (measure > o.n_ctx) measure = o.n_ctx;
-        eli_gen *g = eli_gen_create(m, tok, &gp, &err);
+        eli_gen *g = eli_gen_create(cm.xm->exec, cm.xm, tok, &gp, &err);
         int32_t *ids = g ? malloc((size_t)measure * sizeof *ids) : NULL;
         if (!ids) {
             eli_gen_free(g);
@@ -187,6 +194,6 @@ int cli_plan(int argc, char **argv) {
     }
 done:
     eli_tokenizer_free(tok);
-    eli_model_free(m);
+    cli_unload(&cm);
     return rc;
 }

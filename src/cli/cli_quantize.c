@@ -4,9 +4,9 @@
  * byte for byte, for the types llama.cpp has; tq4_0 is ours). */
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
+#include "os.h"
 #include "quantize.h"
 
 static void usage(FILE *out) {
@@ -27,7 +27,7 @@ int cli_quantize(int argc, char **argv) {
             usage(stdout);
             return 0;
         } else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) {
-            if (cli_parse_int(a, v, 1, 1024, &threads)) return 2;
+            if (cli_parse_int(a, v, 1, 256, &threads)) return 2;
             i++;
         } else if (a[0] == '-' && a[1]) {
             return cli_bad_option("quantize", a, v != NULL);
@@ -48,10 +48,7 @@ int cli_quantize(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    if (!threads) {
-        const long n = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = n > 0 ? n : 1;
-    }
+    if (!threads) threads = eli_os_cpu_count();
     eli_error err = {0};
     eli_quantize_stats st;
     const double t0 = cli_now();

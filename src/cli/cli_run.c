@@ -1,5 +1,6 @@
 /* eliza-infer run [-m FILE] -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p M]
  *                 [--repeat-penalty R] [--seed S] [--chat] [--system TEXT] [-t N] [--ctx N] [--kv TYPE] [--kv-k TYPE] [--kv-v TYPE]
+ *                 [--grammar FILE | --json-schema FILE | --json]
  * Streams the generated text to stdout and prints a stats line to stderr. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,11 +8,10 @@
 #include <time.h>
 
 #include "chat.h"
-#include "drafter.h"
 #include "cli.h"
 #include "engine.h"
+#include "grammar_vocab.h"
 #include "json.h"
-#include "kv_cache.h"
 
 static int usage(FILE *out) {
     fprintf(out,
@@ -27,7 +27,9 @@ static int usage(FILE *out) {
             "  --draft-min N --draft-max N   draft window bounds (default 1..6; the window adapts in between)\n"
             "  -t N               threads    --ctx N  context size (default 4096)\n"
             "  --kv TYPE          KV cache type of K and V (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1; default f16)\n"
-            "  --kv-k TYPE --kv-v TYPE       the K and the V type alone\n");
+            "  --kv-k TYPE --kv-v TYPE       the K and the V type alone\n"
+            "  --grammar FILE     constrain the output to a GBNF grammar (llama.cpp's dialect)\n"
+            "  --json-schema FILE constrain it to JSON valid against a schema   --json  to any JSON value\n");
     return 2;
 }
 
@@ -64,17 +66,17 @@ int cli_parse_gen_option(int argc, char **argv, int *i, eli_gen_params *p) {
         p->sampling.seed = (uint64_t)x;
     } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
         if (cli_parse_int(a, v, 1, 1024, &x)) return -1;
-        p->ctx.n_threads = (int)x;
+        p->seq.n_threads = (int)x;
     } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
         if (cli_parse_int(a, v, 1, INT32_MAX, &x)) return -1;
-        p->ctx.n_ctx = x;
+        p->seq.n_ctx = x;
     } else if (!strcmp(a, "--draft-min")) {
         if (cli_parse_int(a, v, 1, 64, &x)) return -1;
         p->draft_min = (int)x;
     } else if (!strcmp(a, "--draft-max")) {
         if (cli_parse_int(a, v, 1, 64, &x)) return -1;
         p->draft_max = (int)x;
-    } else if ((x = cli_parse_kv_option(a, v, &p->ctx.kv_type_k, &p->ctx.kv_type_v))) {
+    } else if ((x = cli_parse_kv_option(a, v, &p->seq.kv_type_k, &p->seq.kv_type_v))) {
         if (x < 0) return -1;
     } else {
         return 0; /* not a generation option */
@@ -83,23 +85,51 @@ int cli_parse_gen_option(int argc, char **argv, int *i, eli_gen_params *p) {
     return 1;
 }
 
-int cli_load_drafter(const char *path, const eli_model *target, eli_gen_params *p, eli_model **out) {
-    *out = NULL;
-    if (!path) return 0;
+/* path loaded and prepared as the knobs say (cm->cfg read first); bound to target when it is a drafter. */
+static int load_prepared(const char *path, const eli_model *target, cli_model *cm) {
     eli_error err = {0};
-    eli_model *d = eli_model_load(path, &err);
-    if (!d || eli_drafter_bind(d, target, &err)) {
-        eli_model_free(d);
+    if (eli_config_read(&cm->cfg, &err) || !(cm->m = eli_model_load(path, &err)) ||
+        (target && eli_model_bind_assistant(cm->m, target, &err))) {
+        cli_unload(cm);
         return cli_die("%s", err.msg);
     }
+    const eli_exec_options o = {cm->cfg.kernels, cm->cfg.repack};
+    if (!(cm->xm = eli_exec_prepare(eli_exec_default(), cm->m, &o, &err))) {
+        cli_unload(cm);
+        return cli_die("%s: %s", path, err.msg);
+    }
+    return 0;
+}
+
+int cli_load_drafter(const char *path, const cli_model *target, eli_gen_params *p, cli_model *d) {
+    memset(d, 0, sizeof *d);
+    if (!path) return 0;
+    if (load_prepared(path, target->m, d)) return 1;
     if (!p->draft_min) p->draft_min = 1;
     if (!p->draft_max) p->draft_max = p->draft_min > 6 ? p->draft_min : 6;
     if (p->draft_min > p->draft_max) {
-        eli_model_free(d);
+        cli_unload(d);
         return cli_die("--draft-min %d > --draft-max %d", p->draft_min, p->draft_max);
     }
-    p->draft = d;
-    *out = d;
+    p->draft = d->xm;
+    return 0;
+}
+
+void cli_unload(cli_model *cm) {
+    eli_xmodel_release(cm->xm);
+    eli_tokenizer_free(cm->tok);
+    eli_model_free(cm->m);
+    cm->xm = NULL, cm->tok = NULL, cm->m = NULL;
+}
+
+int cli_gen_params(eli_gen_params *p) {
+    *p = eli_gen_default_params();
+    eli_config cfg;
+    eli_error err = {0};
+    if (eli_config_read(&cfg, &err)) return cli_die("%s", err.msg);
+    p->seq.reserve = cfg.reserve;
+    p->seq.n_ckpt = cfg.n_ckpt;
+    p->sampling.seed = cfg.seed;
     return 0;
 }
 
@@ -110,20 +140,25 @@ int cli_bad_option(const char *cmd, const char *opt, int has_next) {
     return cli_die("%s: unknown option '%s' (see 'eliza-infer %s --help')", cmd, opt, cmd), 2;
 }
 
-int cli_load(const char *path, eli_model **m, eli_tokenizer **tok) {
+int cli_prepare(const char *path, cli_model *cm) {
+    memset(cm, 0, sizeof *cm);
+    return load_prepared(path, NULL, cm);
+}
+
+int cli_load(const char *path, cli_model *cm) {
+    memset(cm, 0, sizeof *cm);
     char *dflt = NULL;
     if (!path) {
         dflt = cli_default_model();
         if (!dflt) return cli_die("no -m given and the embedded model eliza-1-nano is not installed next to this binary");
         path = dflt;
     }
-    eli_error err = {0};
-    *m = eli_model_load(path, &err);
+    int rc = load_prepared(path, NULL, cm);
     free(dflt);
-    if (!*m) return cli_die("%s", err.msg);
-    *tok = eli_tokenizer_load((*m)->file, &err);
-    if (!*tok) {
-        eli_model_free(*m);
+    if (rc) return rc;
+    eli_error err = {0};
+    if (!(cm->tok = eli_tokenizer_load(cm->m->file, &err))) {
+        cli_unload(cm);
         return cli_die("%s", err.msg);
     }
     return 0;
@@ -151,11 +186,12 @@ char *cli_chat_prompt(const char *system, const char *user) {
 }
 
 int cli_run(int argc, char **argv) {
-    const char *path = NULL, *prompt = NULL, *system = NULL, *draft_path = NULL;
-    int chat = 0;
-    eli_gen_params p = eli_gen_default_params();
+    const char *path = NULL, *prompt = NULL, *system = NULL, *draft_path = NULL, *gbnf_file = NULL, *schema_file = NULL;
+    int chat = 0, json = 0;
+    eli_gen_params p;
+    if (cli_gen_params(&p)) return 1;
     p.max_tokens = 128;
-    p.ctx.n_ctx = 4096;
+    p.seq.n_ctx = 4096;
     for (int i = 1; i < argc; i++) {
         int r = cli_parse_gen_option(argc, argv, &i, &p);
         if (r < 0) return 2;
@@ -165,17 +201,18 @@ int cli_run(int argc, char **argv) {
         else if (!strcmp(argv[i], "--system") && i + 1 < argc) system = argv[++i];
         else if (!strcmp(argv[i], "--draft") && i + 1 < argc) draft_path = argv[++i];
         else if (!strcmp(argv[i], "--chat")) chat = 1;
+        else if (!strcmp(argv[i], "--grammar") && i + 1 < argc) gbnf_file = argv[++i];
+        else if (!strcmp(argv[i], "--json-schema") && i + 1 < argc) schema_file = argv[++i];
+        else if (!strcmp(argv[i], "--json")) json = 1;
         else if (!strcmp(argv[i], "--help")) return usage(stdout), 0;
         else return cli_bad_option("run", argv[i], i + 1 < argc);
     }
+    if (!!gbnf_file + !!schema_file + json > 1) return cli_die("run: give at most one of --grammar, --json-schema, --json"), 2;
     if (!prompt) return cli_die("run: -p TEXT is required (see 'eliza-infer run --help')"), 2;
-    eli_model *m;
-    eli_tokenizer *tok;
-    if (cli_load(path, &m, &tok)) return 1;
-    eli_model *dm = NULL;
-    if (cli_load_drafter(draft_path, m, &p, &dm)) {
-        eli_tokenizer_free(tok);
-        eli_model_free(m);
+    cli_model cm, dm;
+    if (cli_load(path, &cm)) return 1;
+    if (cli_load_drafter(draft_path, &cm, &p, &dm)) {
+        cli_unload(&cm);
         return 1;
     }
     char *text = chat ? cli_chat_prompt(system, prompt) : NULL;
@@ -184,13 +221,24 @@ int cli_run(int argc, char **argv) {
     int32_t *ids = NULL;
     size_t n_ids = 0;
     eli_gen *g = NULL;
+    char *grammar = NULL;
+    eli_grammar_vocab *gvocab = NULL;
     if (chat && !text) goto done;
+    if (gbnf_file || schema_file || json) {
+        if (!(grammar = cli_grammar_text(gbnf_file, schema_file, json, &p.grammar_len))) goto done;
+        if (eli_grammar_vocab_new(cm.tok, &gvocab, &err)) {
+            cli_die("%s", err.msg);
+            goto done;
+        }
+        p.grammar = grammar;
+        p.grammar_vocab = gvocab;
+    }
     /* a rendered chat prompt already starts with <bos> and uses special-token text */
-    if (eli_tokenize(tok, chat ? text : prompt, strlen(chat ? text : prompt), !chat, chat, &ids, &n_ids, &err)) {
+    if (eli_tokenize(cm.tok, chat ? text : prompt, strlen(chat ? text : prompt), !chat, chat, &ids, &n_ids, &err)) {
         cli_die("%s", err.msg);
         goto done;
     }
-    if (!(g = eli_gen_create(m, tok, &p, &err))) {
+    if (!(g = eli_gen_create(cm.xm->exec, cm.xm, cm.tok, &p, &err))) {
         cli_die("%s", err.msg);
         goto done;
     }
@@ -201,7 +249,7 @@ int cli_run(int argc, char **argv) {
     }
     double t1 = cli_now(), t_first = 0;
     int32_t toks[65]; /* an MTP round returns up to draft_max + 1 tokens */
-    const size_t step = dm ? (size_t)p.draft_max + 1 : 1;
+    const size_t step = dm.xm ? (size_t)p.draft_max + 1 : 1;
     char buf[512];
     for (;;) {
         size_t n;
@@ -220,7 +268,7 @@ int cli_run(int argc, char **argv) {
     fprintf(stderr, "\n[prompt %zu tokens, %.1f tok/s | generated %lld tokens, %.1f tok/s | time to first token %.1f ms]\n",
             n_ids, n_ids ? (double)n_ids / (t1 - t0) : 0.0, (long long)gen,
             gen > 1 && t_first ? (double)(gen - 1) / (t2 - t_first) : 0.0, t_first ? 1e3 * (t_first - t0) : 0.0);
-    if (dm) {
+    if (dm.xm) {
         eli_spec_stats st = eli_gen_spec_stats(g);
         fprintf(stderr, "[MTP: %lld rounds, %lld drafted, %lld accepted (%.1f%%), window %d]\n", (long long)st.rounds,
                 (long long)st.drafted, (long long)st.accepted, st.drafted ? 100.0 * (double)st.accepted / (double)st.drafted : 0.0,
@@ -229,10 +277,11 @@ int cli_run(int argc, char **argv) {
     rc = 0;
 done:
     eli_gen_free(g);
-    eli_model_free(dm);
+    eli_grammar_vocab_free(gvocab);
+    free(grammar);
     free(ids);
     free(text);
-    eli_tokenizer_free(tok);
-    eli_model_free(m);
+    cli_unload(&dm);
+    cli_unload(&cm);
     return rc;
 }

@@ -29,6 +29,12 @@ static const cli_command commands[] = {
     {"synth", cli_synth, "write a random-weight Gemma 4 GGUF with the true geometry of a model size"},
     {"quantize", cli_quantize, "write a GGUF in another weight type (llama-quantize's mixtures, byte for byte)"},
     {"bench-kv", cli_bench_kv, "decode attention's kernels per cached row for every KV cache type"},
+    {"grammar", cli_grammar, "check texts against GBNF grammars; print the GBNF of a JSON schema"},
+    {"bench-grammar", cli_bench_grammar, "per-token cost of a grammar constraint over a whole vocabulary"},
+    {"embed-image", cli_embed_image, "write an image's soft-token embeddings (vision projector) as float32"},
+    {"bench-image", cli_bench_image, "measure the vision tower's image encode time"},
+    {"embed-audio", cli_embed_audio, "write the audio tower's soft-token embeddings of a WAV file"},
+    {"bench-audio", cli_bench_audio, "time the audio tower on a WAV file: encode ms and real-time factor"},
 };
 
 static void usage(FILE *out) {

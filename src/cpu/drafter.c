@@ -24,34 +24,6 @@ struct eli_drafter {
     eli_buf qbuf;
 };
 
-int eli_drafter_bind(eli_model *draft, const eli_model *target, eli_error *err) {
-    const eli_hparams *dh = &draft->hp, *th = &target->hp;
-    if (!draft->is_assistant) return eli_fail(err, ELI_ERR_INVALID_ARG, "drafter is not a gemma4-assistant model");
-    if (target->is_assistant) return eli_fail(err, ELI_ERR_INVALID_ARG, "the target is itself an assistant model");
-    if (dh->n_vocab != th->n_vocab)
-        return eli_fail(err, ELI_ERR_INVALID_ARG, "drafter vocabulary %d != target vocabulary %d", dh->n_vocab, th->n_vocab);
-    if (dh->n_embd_out != th->n_embd)
-        return eli_fail(err, ELI_ERR_INVALID_ARG, "drafter embedding_length_out %d != target embedding_length %d",
-                        dh->n_embd_out, th->n_embd);
-    for (int il = 0; il < dh->n_layer; il++) {
-        eli_layer *l = &draft->layers[il];
-        /* the donor: the target's last layer of the same type, followed to the layer that owns its K/V */
-        int src = -1;
-        for (int j = th->n_layer - 1; j >= 0 && src < 0; j--)
-            if (target->layers[j].is_swa == l->is_swa) src = target->layers[j].kv_source;
-        if (src < 0)
-            return eli_fail(err, ELI_ERR_INVALID_ARG, "drafter layer %d is %s but the target has no such layer", il,
-                            l->is_swa ? "sliding-window" : "full-attention");
-        const eli_layer *t = &target->layers[src];
-        if (t->head_dim != l->head_dim || t->n_head_kv != l->n_head_kv)
-            return eli_fail(err, ELI_ERR_INVALID_ARG,
-                            "drafter layer %d has head_dim %d / %d KV heads but target layer %d has %d / %d", il,
-                            l->head_dim, l->n_head_kv, src, t->head_dim, t->n_head_kv);
-        l->kv_source = src;
-    }
-    return ELI_OK;
-}
-
 void eli_drafter_free(eli_drafter *d) {
     if (!d) return;
     free(d->xh), free(d->c), free(d->cn), free(d->o), free(d->q), free(d->att), free(d->gate), free(d->up);
@@ -204,7 +176,7 @@ int eli_drafter_step(eli_drafter *d, eli_context *target, int32_t t, int32_t pos
     else rc = eli_matmul_k(pool, k, &dm->output, 0, d->y, 1, logits, &d->qbuf);
     if (rc) goto oom;
     if ((rc = eli_matmul_k(pool, k, &dm->nextn_post_proj, 0, d->y, 1, h_out, &d->qbuf))) goto oom;
-    return ELI_OK;
+    return gguf_check_mapping(dm->file, err); /* a drafter file cut shorter while mapped reads as zeros */
 oom:
     return eli_fail(err, rc, "out of memory in a draft step");
 }

@@ -1,4 +1,4 @@
-/* The Gemma 4 assistant (MTP drafter) forward, spec section 6.3: a few Q-only layers that attend over
+/* The Gemma 4 assistant (MTP drafter) forward on the CPU, spec section 6.3: a few Q-only layers that attend over
  * the TARGET's cache (its last sliding-window and last full layer that own K/V), fed with the target's
  * embedding of a token and a hidden state, at a constant position per drafting round. The drafter owns
  * no KV and never writes any. */
@@ -11,9 +11,6 @@
 #include "forward.h"
 #include "model.h"
 
-/* Checks an assistant model against its target (vocabulary, backbone width, layer geometry) and points
- * each drafter layer at the target layer whose cache it reads. Run once after loading the drafter. */
-int eli_drafter_bind(eli_model *draft, const eli_model *target, eli_error *err);
 
 typedef struct eli_drafter eli_drafter;
 

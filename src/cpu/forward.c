@@ -12,6 +12,7 @@
 
 struct eli_context {
     const eli_model *m;
+    eli_context_params params; /* as resolved */
     eli_kv_cache *kv;
     eli_pool *pool;
     int64_t n_ctx, n_ubatch, n_past;
@@ -36,10 +37,12 @@ struct eli_context {
     int flash;     /* fused attention on f32/f16 caches (off with the reference kernels) */
     uint8_t *flash_work; /* per thread: [nth][flash_work_bytes] */
     size_t flash_work_bytes;
+    int32_t *row_hi; /* [n_ubatch]: the last position each row of a chunk attends to (past itself inside a
+                      * bidirectional span) */
 };
 
 eli_context_params eli_context_default_params(void) {
-    eli_context_params p = {0, 512, ELI_TYPE_F16, ELI_TYPE_F16, 0, 0, -1};
+    eli_context_params p = {0, 512, ELI_TYPE_F16, ELI_TYPE_F16, 0, NULL, 1, 1};
     return p;
 }
 
@@ -59,6 +62,7 @@ void eli_context_free(eli_context *c) {
     free(c->x), free(c->xn), free(c->tmp), free(c->tmp2), free(c->q), free(c->k), free(c->v), free(c->att);
     free(c->gate), free(c->up), free(c->ple), free(c->ple_tok), free(c->ple_raw), free(c->scores), free(c->attn_tmp), free(c->moe_rn), free(c->moe_y);
     free(c->flash_work);
+    free(c->row_hi);
     eli_buf_free(&c->qbuf);
     free(c);
 }
@@ -69,20 +73,17 @@ static float *alloc_f32(int64_t n) { return malloc((size_t)(n > 0 ? n : 1) * siz
 static int resolve_params(const eli_model *m, const eli_context_params *params, eli_context_params *out, eli_error *err) {
     eli_context_params p = params ? *params : eli_context_default_params();
     const eli_hparams *hp = &m->hp;
-    if (p.n_ctx < 0 || p.n_ubatch < 0 || p.n_threads < 0 || p.n_threads > 1024)
-        return eli_fail(err, ELI_ERR_INVALID_ARG, "invalid context parameters (n_ctx %lld, n_ubatch %lld, n_threads %d)",
-                        (long long)p.n_ctx, (long long)p.n_ubatch, p.n_threads);
+    if (p.n_ctx < 0 || p.n_ubatch < 0 || p.n_threads < 0 || p.n_threads > 1024 || (p.reserve != 0 && p.reserve != 1) ||
+        p.n_ckpt < 0 || p.n_ckpt > 64)
+        return eli_fail(err, ELI_ERR_INVALID_ARG,
+                        "invalid context parameters (n_ctx %lld, n_ubatch %lld, n_threads %d, reserve %d, checkpoints %d)",
+                        (long long)p.n_ctx, (long long)p.n_ubatch, p.n_threads, p.reserve, p.n_ckpt);
     if (p.n_ctx == 0) p.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
     if (p.n_ctx > hp->n_ctx_train) p.n_ctx = hp->n_ctx_train;
     if (p.n_ubatch == 0) p.n_ubatch = 512;
     if (p.n_ubatch > p.n_ctx) p.n_ubatch = p.n_ctx;
     if (p.n_threads == 0) p.n_threads = eli_os_cpu_count();
-    if (p.reserve < 0) {
-        const char *e = getenv("ELIZA_LLM_RESERVE");
-        if (e && *e && strcmp(e, "0") && strcmp(e, "1"))
-            return eli_fail(err, ELI_ERR_INVALID_ARG, "ELIZA_LLM_RESERVE='%s' must be 0 or 1", e);
-        p.reserve = !(e && !strcmp(e, "0"));
-    }
+    if (!p.kernels) p.kernels = eli_kernels_best();
     *out = p;
     return ELI_OK;
 }
@@ -169,9 +170,10 @@ eli_context *eli_context_create(const eli_model *m, const eli_context_params *pa
         return NULL;
     }
     c->m = m;
+    c->params = p;
     c->n_ctx = p.n_ctx;
     c->n_ubatch = p.n_ubatch;
-    if (!(c->kv = eli_kv_create(m, p.n_ctx, p.n_ubatch, p.kv_type_k, p.kv_type_v, err))) goto fail_quiet;
+    if (!(c->kv = eli_kv_create(m, p.n_ctx, p.n_ubatch, p.kv_type_k, p.kv_type_v, p.n_ckpt, err))) goto fail_quiet;
     if (!(c->pool = eli_pool_create(p.n_threads))) goto oom;
 
     scratch_sizes s;
@@ -180,8 +182,9 @@ eli_context *eli_context_create(const eli_model *m, const eli_context_params *pa
                               &c->gate, &c->up,  &c->ple, &c->ple_tok, &c->scores, &c->attn_tmp, &c->moe_rn, &c->moe_y};
     for (int i = 0; i < SB_N_F32; i++)
         if (!(*bufs[i] = alloc_f32(s.f32[i]))) goto oom;
-    c->kern = p.reference_kernels ? eli_kernels_reference() : eli_kernels_best();
-    c->flash = !p.reference_kernels && eli_attend_flash_ok(p.kv_type_k, p.kv_type_v);
+    c->kern = p.kernels;
+    c->flash = c->kern != eli_kernels_reference() && eli_attend_flash_ok(p.kv_type_k, p.kv_type_v);
+    if (!(c->row_hi = malloc((size_t)p.n_ubatch * sizeof *c->row_hi))) goto oom;
     c->flash_work_bytes = s.flash_work_bytes;
     c->flash_work = malloc(c->flash_work_bytes * (size_t)p.n_threads);
     c->ple_raw = malloc(s.ple_raw_bytes ? s.ple_raw_bytes : 1);
@@ -222,8 +225,9 @@ static void attn_task(void *ctx, int ith, int nth) {
     for (int64_t i = b; i < e;) {
         const int64_t t = i / H;
         const int h = (int)(i % H), g = h / group; /* contiguous GQA groups, as HF repeat_kv */
-        const int32_t pos = (int32_t)(j->pos0 + t);
-        /* causal; sliding-window layers see themselves and the n_swa - 1 positions before */
+        const int32_t pos = (int32_t)(j->pos0 + t), p_hi = j->c->row_hi[t];
+        /* causal, or to the end of a bidirectional span; sliding-window layers see the n_swa - 1 positions
+         * before the query too (a later key is never masked by the window, as in llama.cpp) */
         int32_t p_lo = 0;
         if (l->is_swa && pos - hp->n_swa + 1 > 0) p_lo = pos - hp->n_swa + 1;
         const eli_kv_view view = eli_kv_head(j->c->kv, l->kv_source, g, d);
@@ -233,11 +237,11 @@ static void attn_task(void *ctx, int ith, int nth) {
             /* the heads of this thread's range that share this KV head, in one pass over the cache */
             int n = (g + 1) * group - h;
             if (n > e - i) n = (int)(e - i);
-            eli_attend_flash(j->c->kern, q, n, d, &view, p_lo, pos, j->c->flash_work + (size_t)ith * j->c->flash_work_bytes,
+            eli_attend_flash(j->c->kern, q, n, d, &view, p_lo, p_hi, j->c->flash_work + (size_t)ith * j->c->flash_work_bytes,
                              out);
             i += n;
         } else {
-            eli_attend(j->c->kern, q, d, &view, p_lo, pos, scores, tmp, out);
+            eli_attend(j->c->kern, q, d, &view, p_lo, p_hi, scores, tmp, out);
             i++;
         }
     }
@@ -402,13 +406,16 @@ static int ple_block(eli_context *c, int il, int64_t T) {
     return ELI_OK;
 }
 
-/* 3.1 embeddings and 3.2 per-layer inputs for a ubatch */
-static int embed(eli_context *c, const int32_t *tokens, int64_t T, eli_error *err) {
+/* 3.1 embeddings and 3.2 per-layer inputs for a chunk: token rows (the embedding row times sqrt(n_embd)),
+ * or embedding rows taken as they are (soft tokens: an image's or an audio clip's), whose per-layer token
+ * input is that of token 0, the padding token (llama.cpp's gemma4 graph for embedding input) */
+static int embed(eli_context *c, const int32_t *tokens, const float *embd, int64_t T, eli_error *err) {
     const eli_model *m = c->m;
     const eli_hparams *hp = &m->hp;
     const int64_t E = hp->n_embd;
     const float scale = sqrtf((float)E);
-    for (int64_t t = 0; t < T; t++) {
+    if (!tokens) memcpy(c->x, embd, (size_t)(T * E) * sizeof(float));
+    for (int64_t t = 0; tokens && t < T; t++) {
         float *x = c->x + t * E;
         eli_weight_row(&m->token_embd, 0, tokens[t], x);
         for (int64_t i = 0; i < E; i++) x[i] *= scale;
@@ -420,7 +427,7 @@ static int embed(eli_context *c, const int32_t *tokens, int64_t T, eli_error *er
     if (rc) return eli_fail(err, rc, "out of memory during the forward pass");
     for (int64_t t = 0; t < T; t++) {
         float *tok = c->ple_tok + t * W, *pr = c->ple + t * W;
-        if ((rc = eli_model_ple_row(m, tokens[t], c->ple_raw, tok, err))) return rc; /* from the file: model.h */
+        if ((rc = eli_model_ple_row(m, tokens ? tokens[t] : 0, c->ple_raw, tok, err))) return rc; /* from the file */
         for (int64_t il = 0; il < hp->n_layer; il++) {
             float *p = pr + il * P;
             for (int64_t i = 0; i < P; i++) p[i] *= proj_scale;
@@ -445,11 +452,17 @@ static int head(eli_context *c, int64_t first, int64_t T, float *logits, float *
     return ELI_OK;
 }
 
-static int forward_ubatch(eli_context *c, const int32_t *tokens, int64_t T, float *logits, float *hidden, int all,
-                          eli_error *err) {
+/* One chunk of T rows (tokens or embd) at n_past; spans: the bidirectional ones inside it, their rows
+ * counted from the chunk's row first. */
+static int forward_ubatch(eli_context *c, const int32_t *tokens, const float *embd, int64_t T, const eli_span *spans,
+                          int n_spans, int64_t first, float *logits, float *hidden, int all, eli_error *err) {
     const eli_model *m = c->m;
     const int64_t pos0 = c->n_past;
-    int rc = embed(c, tokens, T, err);
+    for (int64_t t = 0; t < T; t++) c->row_hi[t] = (int32_t)(pos0 + t);
+    for (int i = 0; i < n_spans; i++)
+        for (int64_t t = spans[i].begin - first; t < spans[i].end - first; t++)
+            c->row_hi[t] = (int32_t)(pos0 + spans[i].end - first - 1);
+    int rc = embed(c, tokens, embd, T, err);
     if (rc) return rc; /* nothing was written to the cache */
     for (int il = 0; il < m->hp.n_layer && !rc; il++) {
         const eli_layer *l = &m->layers[il];
@@ -459,26 +472,57 @@ static int forward_ubatch(eli_context *c, const int32_t *tokens, int64_t T, floa
         if (l->has_out_scale) /* (g) the whole residual stream is scaled */
             for (int64_t i = 0; i < T * m->hp.n_embd; i++) c->x[i] *= l->out_scale;
     }
-    if (!rc) c->n_past += T;
     if (!rc && (logits || hidden)) rc = head(c, all ? 0 : T - 1, T, logits, hidden);
-    return rc ? eli_fail(err, rc, "out of memory during the forward pass") : ELI_OK;
+    if (rc) return eli_fail(err, rc, "out of memory during the forward pass");
+    /* a model file cut shorter while mapped reads as zeros (mapguard.h): nothing computed from it counts */
+    if ((rc = gguf_check_mapping(m->file, err))) return rc;
+    c->n_past += T;
+    return ELI_OK;
 }
 
-int eli_decode_ex(eli_context *c, const int32_t *tokens, int64_t n, const eli_outputs *out, eli_error *err) {
+static int check_batch(const eli_context *c, const eli_batch *b, eli_error *err) {
     const eli_hparams *hp = &c->m->hp;
-    if (n < 0 || (n > 0 && !tokens)) return eli_fail(err, ELI_ERR_INVALID_ARG, "invalid token array");
-    if (n > c->n_ctx - c->n_past)
+    if (b->n < 0 || (b->n > 0 && !b->tokens == !b->embd))
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "a batch of %lld rows needs token ids or embedding rows (one of them)",
+                        (long long)b->n);
+    if (b->n > c->n_ctx - c->n_past)
         return eli_fail(err, ELI_ERR_INVALID_ARG, "context overflow: %lld tokens at position %lld exceed n_ctx %lld",
-                        (long long)n, (long long)c->n_past, (long long)c->n_ctx);
-    for (int64_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
+                        (long long)b->n, (long long)c->n_past, (long long)c->n_ctx);
+    for (int64_t i = 0; b->tokens && i < b->n; i++)
+        if (b->tokens[i] < 0 || b->tokens[i] >= hp->n_vocab)
             return eli_fail(err, ELI_ERR_INVALID_ARG, "token id %d at index %lld is outside the vocabulary [0, %d)",
-                            tokens[i], (long long)i, hp->n_vocab);
+                            b->tokens[i], (long long)i, hp->n_vocab);
+    if (b->n_bidir < 0 || (b->n_bidir > 0 && !b->bidir))
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "%d bidirectional spans without an array", b->n_bidir);
+    for (int i = 0; i < b->n_bidir; i++) {
+        const eli_span *sp = &b->bidir[i];
+        if (sp->begin < (i ? b->bidir[i - 1].end : 0) || sp->end <= sp->begin || sp->end > b->n)
+            return eli_fail(err, ELI_ERR_INVALID_ARG, "bidirectional span %d [%lld, %lld) is empty, unsorted, overlapping or "
+                                                      "outside the %lld rows",
+                            i, (long long)sp->begin, (long long)sp->end, (long long)b->n);
+        if (sp->end - sp->begin > c->n_ubatch)
+            return eli_fail(err, ELI_ERR_INVALID_ARG,
+                            "bidirectional span %d of %lld rows is longer than a forward chunk (n_ubatch %lld)", i,
+                            (long long)(sp->end - sp->begin), (long long)c->n_ubatch);
+    }
+    return ELI_OK;
+}
+
+int eli_decode_batch(eli_context *c, const eli_batch *b, const eli_outputs *out, eli_error *err) {
+    const eli_hparams *hp = &c->m->hp;
+    int rc = check_batch(c, b, err);
+    if (rc) return rc;
     const eli_outputs none = {NULL, NULL, 0};
     if (!out) out = &none;
-    for (int64_t done = 0; done < n;) {
-        int64_t T = n - done < c->n_ubatch ? n - done : c->n_ubatch;
-        const int last = done + T == n;
+    int span = 0; /* the first span not yet decoded */
+    for (int64_t done = 0; done < b->n;) {
+        int64_t T = b->n - done < c->n_ubatch ? b->n - done : c->n_ubatch;
+        /* a span is never split: the chunk ends before one it would cut (it fits in the next: <= n_ubatch) */
+        for (int i = span; i < b->n_bidir; i++)
+            if (b->bidir[i].begin < done + T && b->bidir[i].end > done + T) T = b->bidir[i].begin - done;
+        const int first_span = span;
+        while (span < b->n_bidir && b->bidir[span].end <= done + T) span++;
+        const int last = done + T == b->n;
         float *lg = NULL, *hd = NULL;
         if (out->all) {
             lg = out->logits ? out->logits + done * hp->n_vocab : NULL;
@@ -487,11 +531,19 @@ int eli_decode_ex(eli_context *c, const int32_t *tokens, int64_t n, const eli_ou
             lg = out->logits;
             hd = out->hidden;
         }
-        int rc = forward_ubatch(c, tokens + done, T, lg, hd, out->all, err);
-        if (rc) return rc;
+        const int32_t *tokens = b->tokens ? b->tokens + done : NULL;
+        const float *embd = b->tokens ? NULL : b->embd + done * hp->n_embd;
+        const eli_span *spans = span > first_span ? b->bidir + first_span : NULL;
+        if ((rc = forward_ubatch(c, tokens, embd, T, spans, span - first_span, done, lg, hd, out->all, err)))
+            return rc;
         done += T;
     }
     return ELI_OK;
+}
+
+int eli_decode_ex(eli_context *c, const int32_t *tokens, int64_t n, const eli_outputs *out, eli_error *err) {
+    const eli_batch b = {n, tokens, NULL, NULL, 0};
+    return eli_decode_batch(c, &b, out, err);
 }
 
 int eli_decode(eli_context *c, const int32_t *tokens, int64_t n, float *logits, int all_logits, eli_error *err) {
@@ -511,4 +563,33 @@ eli_pool *eli_context_pool(eli_context *c) { return c->pool; }
 const eli_kernels *eli_context_kernels(const eli_context *c) { return c->kern; }
 
 eli_kv_cache *eli_context_kv_mut(eli_context *c) { return c->kv; }
-void eli_context_set_n_past(eli_context *c, int64_t n_past) { c->n_past = n_past; }
+eli_context_params eli_context_get_params(const eli_context *c) { return c->params; }
+
+void eli_context_checkpoint(eli_context *c) { eli_kv_checkpoint_take(c->kv, (int32_t)c->n_past); }
+
+int64_t eli_context_resume(eli_context *c, int64_t n_keep) {
+    if (eli_context_truncate(c, n_keep)) return n_keep;
+    if (n_keep < 0 || n_keep > c->n_past) return -1;
+    const int32_t r = eli_kv_checkpoint_restore(c->kv, (int32_t)n_keep, c->m->hp.n_swa);
+    if (r < 0) return -1;
+    c->n_past = r;
+    return r;
+}
+
+void eli_context_save_state(const eli_context *c, void (*put)(void *w, const void *p, size_t n), void *w) {
+    const int64_t n_past = c->n_past;
+    put(w, &n_past, sizeof n_past);
+    eli_kv_save(c->kv, put, w);
+}
+
+int eli_context_load_state(eli_context *c, const uint8_t *p, size_t n, eli_error *err) {
+    int64_t n_past;
+    if (n < sizeof n_past) return eli_fail(err, ELI_ERR_INVALID_ARG, "sequence state of %zu bytes is too short", n);
+    memcpy(&n_past, p, sizeof n_past);
+    if (n_past < 0 || n_past > c->n_ctx)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "sequence state holds %lld positions, the context %lld", (long long)n_past,
+                        (long long)c->n_ctx);
+    int rc = eli_kv_load(c->kv, p + sizeof n_past, n - sizeof n_past, (int32_t)n_past, c->m->hp.n_swa, err);
+    if (!rc) c->n_past = n_past;
+    return rc;
+}

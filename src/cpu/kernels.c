@@ -181,11 +181,6 @@ static void init_tables(void) {
     }
 #endif
     (void)f;
-    /* ELI_KERNELS=<name> picks that table when this CPU can run it */
-    const char *env = getenv("ELI_KERNELS");
-    eli_kernels *const all[] = {&ref_table, &avx2_table, &avx512_table, &neon_table, &neon_dp_table};
-    for (size_t i = 0; env && i < sizeof all / sizeof all[0]; i++)
-        if (all[i]->name && !strcmp(env, all[i]->name)) best_table = all[i];
 }
 
 const eli_kernels *eli_kernels_reference(void) {
@@ -220,6 +215,14 @@ int eli_kernels_all(const eli_kernels **out, int cap) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]->name && n < cap) out[n++] = all[i];
     return n;
+}
+
+const eli_kernels *eli_kernels_named(const char *name) {
+    pthread_once(&tables_once, init_tables);
+    const eli_kernels *all[] = {&ref_table, &avx2_table, &avx512_table, &neon_table, &neon_dp_table};
+    for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
+        if (all[i]->name && !strcmp(name, all[i]->name)) return all[i];
+    return NULL;
 }
 
 const eli_kernels *eli_kernels_best(void) {

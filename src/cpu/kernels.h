@@ -3,8 +3,8 @@
  * eli_kernels_reference() is the scalar code of quants.c (plus plain loops for attention): the "reference"
  * backend. eli_kernels_best() picks the fastest table this CPU supports (CPUID, see cpu.h): AVX2+FMA+F16C
  * when present; on aarch64 NEON with dotprod (HWCAP_ASIMDDP) when present, else plain NEON; else the
- * reference. The environment variable ELI_KERNELS=reference|avx2|avx512|neon|neon-dotprod overrides the choice
- * (a table the CPU cannot run is never chosen).
+ * reference. eli_kernels_named picks one by name (the CPU executor's "kernels" option, ELI_KERNELS in
+ * config.h); a table the CPU cannot run is never returned.
  *
  * Contract, tested by tests/test_kernels.c on random data:
  *  - quantize[act] produces the same bytes as the reference quantizer of that activation format;
@@ -103,6 +103,9 @@ const eli_kernels *eli_kernels_avx512(void);
  * dotprod instructions (SDOT), NULL unless the CPU has them. */
 const eli_kernels *eli_kernels_neon(void);
 const eli_kernels *eli_kernels_neon_dotprod(void);
+/* The table of this name ("reference", "avx2", "avx512", "neon", "neon-dotprod"), NULL when unknown or when
+ * this CPU cannot run it. */
+const eli_kernels *eli_kernels_named(const char *name);
 /* Every table this CPU can run, the reference first, into out (at most cap); returns how many. */
 int eli_kernels_all(const eli_kernels **out, int cap);
 

@@ -3,49 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bytes.h"
 #include "os.h"
 #include "quants.h"
 
 #define MAX_CHECKPOINTS 64
-
-/* The cache types by name, in one list for the lookup and for the names printed in errors. */
-#define KV_TYPES(X) X("f32", F32) X("f16", F16) X("bf16", BF16) X("q8_0", Q8_0) X("q4_0", Q4_0) X("q4_1", Q4_1) \
-    X("q5_0", Q5_0) X("q5_1", Q5_1)
-#define KV_ENTRY(n, t) {n, ELI_TYPE_##t},
-#define KV_NAME(n, t) " " n
-
-static const struct {
-    const char *name;
-    uint32_t type;
-} kv_names[] = {KV_TYPES(KV_ENTRY)};
-
-int eli_kv_type_from_name(const char *name, uint32_t *type) {
-    for (size_t i = 0; name && i < sizeof kv_names / sizeof kv_names[0]; i++)
-        if (!strcmp(name, kv_names[i].name)) {
-            *type = kv_names[i].type;
-            return 0;
-        }
-    return -1;
-}
-
-const char *eli_kv_type_names(void) { return KV_TYPES(KV_NAME) + 1; }
-
-static int type_of_config(const char *what, const char *name, uint32_t *type, eli_error *err) {
-    /* the low-bit types the eliza hosts pass (../shared/spec/ffi.md) */
-    static const char *const planned[] = {"qjl1_256", "q4_polar", "tbq3_0", "tbq4_0"};
-    if (!name || !*name) name = "f16";
-    if (!eli_kv_type_from_name(name, type)) return ELI_OK;
-    for (size_t i = 0; i < sizeof planned / sizeof planned[0]; i++)
-        if (!strcmp(name, planned[i]))
-            return eli_fail(err, ELI_ERR_NOT_IMPLEMENTED, "%s '%s' is not supported yet in this build (known: %s)", what, name,
-                            eli_kv_type_names());
-    return eli_fail(err, ELI_ERR_INVALID_ARG, "unknown %s '%s' (known: %s)", what, name, eli_kv_type_names());
-}
-
-int eli_kv_types_from_names(const char *k, const char *v, uint32_t *type_k, uint32_t *type_v, eli_error *err) {
-    int rc = type_of_config("cache_type_k", k, type_k, err);
-    return rc ? rc : type_of_config("cache_type_v", v, type_v, err);
-}
 
 int64_t eli_kv_layer_cells(int is_swa, int n_swa, int64_t n_ctx, int64_t n_ubatch) {
     const int64_t ring = (int64_t)n_swa + n_ubatch;
@@ -69,15 +31,6 @@ size_t eli_kv_predict_bytes(const eli_model *m, int64_t n_ctx, int64_t n_ubatch,
     return s + f;
 }
 
-static int default_max_checkpoints(void) {
-    const char *e = getenv("ELIZA_LLM_KV_CHECKPOINTS");
-    if (!e || !*e) return 1;
-    char *end;
-    long v = strtol(e, &end, 10);
-    if (*end || v < 0) return 1;
-    return v > MAX_CHECKPOINTS ? MAX_CHECKPOINTS : (int)v;
-}
-
 int eli_kv_check_type(const eli_model *m, uint32_t type, eli_error *err) {
     const eli_type_traits *tt = eli_type_info(type);
     if (!tt || !tt->quantize || !tt->dequantize ||
@@ -91,7 +44,7 @@ int eli_kv_check_type(const eli_model *m, uint32_t type, eli_error *err) {
 }
 
 eli_kv_cache *eli_kv_create(const eli_model *m, int64_t n_ctx, int64_t n_ubatch, uint32_t type_k, uint32_t type_v,
-                            eli_error *err) {
+                            int n_ckpt, eli_error *err) {
     if (eli_kv_check_type(m, type_k, err) || eli_kv_check_type(m, type_v, err)) return NULL;
     if (n_ctx < 1 || n_ubatch < 1) {
         eli_fail(err, ELI_ERR_INVALID_ARG, "context size %lld and ubatch %lld must be positive", (long long)n_ctx,
@@ -123,7 +76,7 @@ eli_kv_cache *eli_kv_create(const eli_model *m, int64_t n_ctx, int64_t n_ubatch,
         if (l->is_swa) kv->bytes_swa += kb + vb;
         else kv->bytes_full += kb + vb;
     }
-    eli_kv_set_max_checkpoints(kv, default_max_checkpoints());
+    eli_kv_set_max_checkpoints(kv, n_ckpt);
     if (kv->max_ckpt && !kv->ckpt) goto oom;
     eli_kv_clear(kv);
     return kv;
@@ -332,4 +285,130 @@ int32_t eli_kv_checkpoint_restore(eli_kv_cache *kv, int32_t n_keep, int n_swa) {
     drop_from(kv, best_r);
     kv->n_ckpt_restored++;
     return best_r;
+}
+
+/* ---- the cells as bytes (slot files) ---- */
+
+/* One layer's record: its index, whether it has storage, then (with storage) the cells, the K and V row
+ * sizes and the number of used cells, followed by their positions (in cell order), K rows and V rows. */
+typedef struct {
+    uint32_t index, has;
+    int64_t n_cells;
+    uint64_t row_bytes_k, row_bytes_v;
+    int64_t n_used;
+} layer_record;
+
+/* the rows of the occupied cells of one array (K or V), runs of adjacent cells in one put */
+static void put_rows(const eli_kv_layer *c, const uint8_t *rows, size_t row_bytes, void (*put)(void *, const void *, size_t),
+                     void *w) {
+    for (int64_t i = 0; i < c->n_cells;) {
+        if (c->cell_pos[i] < 0) {
+            i++;
+            continue;
+        }
+        int64_t j = i;
+        while (j < c->n_cells && c->cell_pos[j] >= 0) j++;
+        put(w, rows + (size_t)i * row_bytes, (size_t)(j - i) * row_bytes);
+        i = j;
+    }
+}
+
+void eli_kv_save(const eli_kv_cache *kv, void (*put)(void *w, const void *p, size_t n), void *w) {
+    for (int il = 0; il < kv->n_layer; il++) {
+        const eli_kv_layer *c = &kv->layers[il];
+        layer_record r = {(uint32_t)il, c->cell_pos != NULL, c->n_cells, c->row_bytes_k, c->row_bytes_v, 0};
+        if (!r.has) {
+            r.n_cells = 0, r.row_bytes_k = r.row_bytes_v = 0;
+            put(w, &r, sizeof r);
+            continue;
+        }
+        for (int64_t i = 0; i < c->n_cells; i++) r.n_used += c->cell_pos[i] >= 0;
+        put(w, &r, sizeof r);
+        for (int64_t i = 0; i < c->n_cells; i++)
+            if (c->cell_pos[i] >= 0) put(w, &c->cell_pos[i], sizeof c->cell_pos[i]);
+        put_rows(c, c->k, c->row_bytes_k, put, w);
+        put_rows(c, c->v, c->row_bytes_v, put, w);
+    }
+}
+
+/* Checks one layer's record against the cache; fills pos_tmp (n_cells) with its cell map. */
+static int check_layer(eli_reader *cur, const eli_kv_cache *kv, int il, int n_swa, int32_t n_past, int32_t *pos_tmp,
+                       layer_record *out, const uint8_t **out_pos, eli_error *err) {
+    const void *rec = eli_read_bytes(cur, sizeof *out);
+    if (!rec) return eli_fail(err, ELI_ERR_INVALID_ARG, "layer %d: record truncated", il);
+    layer_record l;
+    memcpy(&l, rec, sizeof l);
+    const eli_kv_layer *c = &kv->layers[il];
+    if (l.index != (uint32_t)il) return eli_fail(err, ELI_ERR_INVALID_ARG, "layer record %u where %d was expected", l.index, il);
+    if ((l.has != 0) != (c->cell_pos != NULL) || l.has > 1)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "layer %d: K/V storage flag %u does not match this model", il, l.has);
+    *out = l;
+    *out_pos = NULL;
+    if (!l.has) return ELI_OK;
+    if (l.n_cells != c->n_cells || l.row_bytes_k != c->row_bytes_k || l.row_bytes_v != c->row_bytes_v)
+        return eli_fail(err, ELI_ERR_INVALID_ARG,
+                        "layer %d: the file has %lld cells of %llu + %llu bytes, this stream %lld cells of %zu + %zu bytes",
+                        il, (long long)l.n_cells, (unsigned long long)l.row_bytes_k, (unsigned long long)l.row_bytes_v,
+                        (long long)c->n_cells, c->row_bytes_k, c->row_bytes_v);
+    if (l.n_used < 0 || l.n_used > c->n_cells)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "layer %d: %lld used cells out of %lld", il, (long long)l.n_used,
+                        (long long)c->n_cells);
+    const uint8_t *pos = eli_read_bytes(cur, (size_t)l.n_used * sizeof(int32_t));
+    if (!pos || !eli_read_bytes(cur, (size_t)l.n_used * c->row_bytes_k) || !eli_read_bytes(cur, (size_t)l.n_used * c->row_bytes_v))
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "layer %d: cells truncated", il);
+    for (int64_t i = 0; i < c->n_cells; i++) pos_tmp[i] = -1;
+    int64_t last_cell = -1;
+    for (int64_t i = 0; i < l.n_used; i++) {
+        int32_t p;
+        memcpy(&p, pos + 4 * i, sizeof p);
+        if (p < 0 || p >= n_past)
+            return eli_fail(err, ELI_ERR_INVALID_ARG, "layer %d: cell position %d outside [0, %d)", il, p, n_past);
+        const int64_t cell = p % c->n_cells;
+        if (cell <= last_cell)
+            return eli_fail(err, ELI_ERR_INVALID_ARG, "layer %d: cells out of order or duplicated at position %d", il, p);
+        last_cell = cell;
+        pos_tmp[cell] = p;
+    }
+    const int full = c->n_cells >= kv->n_ctx;
+    if (!eli_kv_window_ok(pos_tmp, c->n_cells, full, n_past, n_swa))
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "layer %d: the cells do not hold what position %d needs", il, n_past);
+    *out_pos = pos;
+    return ELI_OK;
+}
+
+int eli_kv_load(eli_kv_cache *kv, const uint8_t *p, size_t n, int32_t n_past, int n_swa, eli_error *err) {
+    if (n_past < 0 || n_past > kv->n_ctx)
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "%d positions in a cache of %lld", n_past, (long long)kv->n_ctx);
+    int64_t max_cells = 1;
+    for (int il = 0; il < kv->n_layer; il++)
+        if (kv->layers[il].n_cells > max_cells) max_cells = kv->layers[il].n_cells;
+    int32_t *pos_tmp = malloc((size_t)max_cells * sizeof *pos_tmp);
+    layer_record *recs = calloc((size_t)kv->n_layer, sizeof *recs);
+    const uint8_t **poss = calloc((size_t)kv->n_layer, sizeof *poss);
+    int rc = !pos_tmp || !recs || !poss ? eli_fail(err, ELI_ERR_OOM, "out of memory") : ELI_OK;
+    eli_reader cur = {p, n};
+    /* every layer is checked before the cache is touched */
+    for (int il = 0; !rc && il < kv->n_layer; il++)
+        rc = check_layer(&cur, kv, il, n_swa, n_past, pos_tmp, &recs[il], &poss[il], err);
+    if (!rc && cur.left) rc = eli_fail(err, ELI_ERR_INVALID_ARG, "%zu unexpected bytes after the layers", cur.left);
+    if (!rc) {
+        eli_kv_clear(kv);
+        for (int il = 0; il < kv->n_layer; il++) {
+            eli_kv_layer *c = &kv->layers[il];
+            if (!poss[il]) continue;
+            const int64_t used = recs[il].n_used;
+            const size_t kb = c->row_bytes_k, vb = c->row_bytes_v;
+            const uint8_t *krows = poss[il] + 4 * (size_t)used, *vrows = krows + (size_t)used * kb;
+            for (int64_t i = 0; i < used; i++) {
+                int32_t pos;
+                memcpy(&pos, poss[il] + 4 * i, sizeof pos);
+                const int64_t cell = pos % c->n_cells;
+                c->cell_pos[cell] = pos;
+                memcpy(c->k + (size_t)cell * kb, krows + (size_t)i * kb, kb);
+                memcpy(c->v + (size_t)cell * vb, vrows + (size_t)i * vb, vb);
+            }
+        }
+    }
+    free(pos_tmp), free(recs), free(poss);
+    return rc;
 }

@@ -5,7 +5,7 @@
  * k_norm + RoPE and V after the weightless norm, in the cache type: f32, f16, bf16 or a block format
  * (q8_0, q4_0, ...) whose block size divides the head dim, so every head starts on a block boundary.
  *
- * Window checkpoints: a bounded number (default 1, ELIZA_LLM_KV_CHECKPOINTS overrides, 0 = none) of
+ * Window checkpoints: a bounded number (eli_kv_create's n_ckpt: 1 by default, 0 = none) of
  * snapshots of the sliding rings taken at a position P (the cache then held exactly the positions < P).
  * When a truncation to n_keep needs ring cells that were overwritten, the nearest checkpoint <= n_keep
  * restores the rings and only positions P .. n_keep - 1 are recomputed. Their memory is counted in
@@ -33,7 +33,7 @@ typedef struct eli_kv_checkpoint {
 } eli_kv_checkpoint;
 
 typedef struct eli_kv_cache {
-    uint32_t type_k, type_v; /* ggml type ids of K and V, chosen independently (see eli_kv_type_from_name) */
+    uint32_t type_k, type_v; /* ggml type ids of K and V, chosen independently (kv_types.h names them) */
     int n_layer;
     int64_t n_ctx;
     eli_kv_layer *layers;
@@ -68,8 +68,9 @@ size_t eli_kv_predict_bytes(const eli_model *m, int64_t n_ctx, int64_t n_ubatch,
 /* ELI_ERR_INVALID_ARG naming the problem when a cache of this type cannot hold m's heads (unknown type,
  * blocks that do not divide a head dim). */
 int eli_kv_check_type(const eli_model *m, uint32_t type, eli_error *err);
+/* n_ckpt: window checkpoints kept (0..64). */
 eli_kv_cache *eli_kv_create(const eli_model *m, int64_t n_ctx, int64_t n_ubatch, uint32_t type_k, uint32_t type_v,
-                            eli_error *err);
+                            int n_ckpt, eli_error *err);
 void eli_kv_free(eli_kv_cache *kv);
 /* Makes every page of the cache resident now: the K/V rows of every layer and all max_ckpt checkpoint
  * buffers (allocated here rather than at the first checkpoint), so that memory does not grow with the
@@ -81,14 +82,6 @@ void eli_kv_clear(eli_kv_cache *kv);
 void eli_kv_store(eli_kv_cache *kv, int il, int32_t pos, const float *k, const float *v);
 /* True when layer il's cache still holds position pos. */
 int eli_kv_has(const eli_kv_cache *kv, int il, int32_t pos);
-/* Cache type by name ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1"); -1 if unknown. */
-int eli_kv_type_from_name(const char *name, uint32_t *type);
-/* The names eli_kv_type_from_name knows, space-separated (for error messages). */
-const char *eli_kv_type_names(void);
-/* The K and V types of a stream configuration's names (NULL or "" = f16). An unknown name is
- * ELI_ERR_INVALID_ARG naming it and the known ones; a name the eliza hosts pass that this build does not
- * have yet is ELI_ERR_NOT_IMPLEMENTED. */
-int eli_kv_types_from_names(const char *k, const char *v, uint32_t *type_k, uint32_t *type_v, eli_error *err);
 /* Drops positions >= n_keep. Returns 1 when every position < n_keep that a later query can see is still
  * held (the sliding rings may have overwritten some), 0 otherwise (the cache is then unchanged).
  * Checkpoints taken after n_keep are dropped on success. */
@@ -109,5 +102,15 @@ int eli_kv_checkpoint_take(eli_kv_cache *kv, int32_t pos);
  * highest usable position r <= n_keep, drops positions >= r everywhere and returns r (the caller recomputes
  * r .. n_keep - 1). -1 when no checkpoint is usable (the cache is unchanged). */
 int32_t eli_kv_checkpoint_restore(eli_kv_cache *kv, int32_t n_keep, int n_swa);
+
+/* ---- the cells as bytes (slot files) ----
+ * Per layer: its index, whether it has storage; with storage its cells, K and V row bytes, the number of
+ * used cells, then their positions (in cell order; cell = position mod n_cells), their K rows, their V
+ * rows. put receives the bytes in order. */
+void eli_kv_save(const eli_kv_cache *kv, void (*put)(void *w, const void *p, size_t n), void *w);
+/* The bytes of eli_kv_save for a cache that held exactly the positions < n_past: every record is checked
+ * against this cache (cells, row sizes, positions in range and in order, what a query at n_past needs)
+ * before any cell is replaced. ELI_ERR_INVALID_ARG naming the problem, nothing changed. */
+int eli_kv_load(eli_kv_cache *kv, const uint8_t *p, size_t n, int32_t n_past, int n_swa, eli_error *err);
 
 #endif

@@ -34,8 +34,8 @@ void eli_rms_norm(float *y, const float *x, const float *w, int64_t n, float eps
         for (int64_t i = 0; i < n; i++) y[i] *= w[i];
 }
 
-/* gelu(x) for every fp16 x, rounded to fp16: the table llama.cpp's CPU backend uses. */
-static eli_fp16 gelu_table[1 << 16];
+/* gelu(x) and gelu_quick(x) for every fp16 x, rounded to fp16: the tables llama.cpp's CPU backend uses. */
+static eli_fp16 gelu_table[1 << 16], gelu_quick_table[1 << 16];
 static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
 
 static void gelu_table_init(void) {
@@ -44,14 +44,15 @@ static void gelu_table_init(void) {
         float x = eli_fp16_to_fp32((eli_fp16)i);
         float g = 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * x * (1.0f + 0.044715f * x * x)));
         gelu_table[i] = eli_fp32_to_fp16(g);
+        gelu_quick_table[i] = eli_fp32_to_fp16(x * (1.0f / (1.0f + expf(-1.702f * x))));
     }
 }
 
-/* gelu(x) = x beyond +-10, else the table at x rounded to fp16. The fp16 conversions go through the kernel
- * table (F16C / NEON) a chunk at a time: one element at a time they cost more than the FFN's matmuls'
+/* gate[i] = table(gate[i] rounded to fp16) * up[i]; with `saturate`, x itself beyond +-10 (0 below, x above)
+ * as ggml's GELU does (its GELU-quick has no such range). The fp16 conversions go through the kernel table
+ * (F16C / NEON) a chunk at a time: one element at a time they cost more than the FFN's matmuls'
  * per-element work (measured 7% of an E2B prefill). */
-void eli_geglu(const eli_kernels *k, int64_t n, float *gate, const float *up) {
-    pthread_once(&gelu_once, gelu_table_init);
+static void glu_table(const eli_kernels *k, const eli_fp16 *table, int saturate, int64_t n, float *gate, const float *up) {
     enum { CHUNK = 256 };
     eli_fp16 h[CHUNK];
     float g[CHUNK];
@@ -59,13 +60,23 @@ void eli_geglu(const eli_kernels *k, int64_t n, float *gate, const float *up) {
         const int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
         float *x = gate + i0;
         k->quantize[ELI_TYPE_F16](x, h, m);
-        for (int64_t i = 0; i < m; i++) h[i] = gelu_table[h[i]];
+        for (int64_t i = 0; i < m; i++) h[i] = table[h[i]];
         k->f16_to_f32(m, h, g);
         for (int64_t i = 0; i < m; i++) {
-            const float v = x[i] <= -10.0f ? 0.0f : x[i] >= 10.0f ? x[i] : g[i];
+            const float v = !saturate ? g[i] : x[i] <= -10.0f ? 0.0f : x[i] >= 10.0f ? x[i] : g[i];
             x[i] = v * up[i0 + i];
         }
     }
+}
+
+void eli_geglu(const eli_kernels *k, int64_t n, float *gate, const float *up) {
+    pthread_once(&gelu_once, gelu_table_init);
+    glu_table(k, gelu_table, 1, n, gate, up);
+}
+
+void eli_geglu_quick(const eli_kernels *k, int64_t n, float *gate, const float *up) {
+    pthread_once(&gelu_once, gelu_table_init);
+    glu_table(k, gelu_quick_table, 0, n, gate, up);
 }
 
 void eli_rope_neox(float *x, int n_head, int head_dim, int n_rot, int32_t pos, float base, const float *ff) {
@@ -399,5 +410,28 @@ int eli_matmul_rows(eli_pool *pool, const eli_kernels *k, const eli_weight *w, c
         j.xq = q;
     }
     eli_pool_run(pool, rows_task, &j);
+    return ELI_OK;
+}
+
+/* ---- the towers' clippable linears (mmproj.h) ---- */
+
+/* ggml's clamp, MAX(MIN(v, hi), lo): NaN becomes hi, and lo wins when lo > hi. */
+static void clamp_inplace(float *x, int64_t n, float lo, float hi) {
+    for (int64_t i = 0; i < n; i++) {
+        const float v = x[i] < hi ? x[i] : hi;
+        x[i] = v > lo ? v : lo;
+    }
+}
+
+int eli_mm_linear_apply(eli_pool *pool, const eli_kernels *k, const eli_mm_linear *l, float *x, int64_t T, float *y,
+                        eli_buf *scratch, eli_error *err) {
+    const eli_weight *w = &l->w;
+    /* the defaults (+-FLT_MAX) change nothing finite; they are still applied for an infinite input, as in ggml */
+    clamp_inplace(x, T * w->cols, l->in_min, l->in_max);
+    if (eli_matmul_k(pool, k, w, 0, x, T, y, scratch)) return eli_fail(err, ELI_ERR_OOM, "out of memory multiplying '%s'", w->name);
+    clamp_inplace(y, T * w->rows, l->out_min, l->out_max);
+    if (l->bias)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t r = 0; r < w->rows; r++) y[t * w->rows + r] += l->bias[r];
     return ELI_OK;
 }

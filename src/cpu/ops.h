@@ -10,6 +10,7 @@
 
 #include "kernels.h"
 #include "kv_cache.h"
+#include "mmproj.h"
 #include "model.h"
 #include "threadpool.h"
 
@@ -27,6 +28,8 @@ void eli_rms_norm(float *y, const float *x, const float *w, int64_t n, float eps
 /* gate[i] = gelu(gate[i]) * up[i] for i < n: GELU (tanh form) through the fp16 table as llama.cpp's CPU
  * backend computes it; k does the fp16 conversions. */
 void eli_geglu(const eli_kernels *k, int64_t n, float *gate, const float *up);
+/* The same with GELU-quick, x * sigmoid(1.702 x), through its fp16 table (the vision tower's default). */
+void eli_geglu_quick(const eli_kernels *k, int64_t n, float *gate, const float *up);
 /* In place NEOX RoPE on n_head vectors of head_dim floats: pairs (i, i + n_rot/2) for i < n_rot/2. */
 void eli_rope_neox(float *x, int n_head, int head_dim, int n_rot, int32_t pos, float base, const float *freq_factors);
 /* In place softmax of n values (max-subtracted, double sum). */
@@ -67,5 +70,10 @@ int eli_matmul_rows(eli_pool *pool, const eli_kernels *k, const eli_weight *w, c
 
 /* Dequantizes row r of matrix mat of w into out (w->cols floats). */
 void eli_weight_row(const eli_weight *w, int64_t mat, int64_t r, float *out);
+
+/* A tower's clippable linear (mmproj.h) on T rows: x [T][n_in] is clamped in place, then y [T][n_out] =
+ * clamp_out(W x) + bias, as llama.cpp's Gemma 4 towers compute it. */
+int eli_mm_linear_apply(eli_pool *pool, const eli_kernels *k, const eli_mm_linear *l, float *x, int64_t T, float *y,
+                        eli_buf *scratch, eli_error *err);
 
 #endif

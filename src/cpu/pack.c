@@ -268,13 +268,9 @@ static void *pack_task(void *arg) {
     return NULL;
 }
 
-int eli_model_pack(eli_model *m, eli_error *err) {
-    const char *env = getenv("ELIZA_LLM_REPACK");
-    if (env && strcmp(env, "0") && strcmp(env, "1"))
-        return eli_fail(err, ELI_ERR_INVALID_ARG, "ELIZA_LLM_REPACK='%s': expected 0 (weights stay in the file mapping) or 1",
-                        env);
-    if (env && !strcmp(env, "0")) return ELI_OK;
-    const eli_kernels *k = eli_kernels_best();
+int eli_model_pack(eli_model *m, const eli_kernels *k, void **block, size_t *block_len, eli_error *err) {
+    *block = NULL;
+    *block_len = 0;
     const int n_all = model_matrices(m, NULL);
     eli_weight **ws = malloc((size_t)n_all * sizeof *ws);
     uint8_t **dst = malloc((size_t)n_all * sizeof *dst);
@@ -325,13 +321,7 @@ int eli_model_pack(eli_model *m, eli_error *err) {
         if (started[t]) pthread_join(tid[t], NULL);
     if (m->tied_output) m->output = m->token_embd;
     free(ws), free(dst);
-    m->packed_map = map;
-    m->packed_map_len = len;
+    *block = map;
+    *block_len = len;
     return ELI_OK;
-}
-
-void eli_model_unpack(eli_model *m) {
-    eli_os_free(m->packed_map, m->packed_map_len);
-    m->packed_map = NULL;
-    m->packed_map_len = 0;
 }

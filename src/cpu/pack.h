@@ -77,17 +77,17 @@ void eli_pack_gemv_Q4_K_ref(int64_t n, int64_t rows, const void *x, size_t bx, c
 void eli_pack_gemm_Q4_K_ref(int64_t n, int nr, int nt, const void *x, size_t bx, const void *y, size_t by, float *s,
                             size_t bs);
 
+struct eli_kernels;
+
 /* Moves the matrices a forward pass multiplies with out of the file mapping into one anonymous allocation
- * (huge pages where the kernel gives them): Q4_0 ones in the packed layout when the best kernel table
- * (eli_kernels_best) has packed kernels for them (eli_weight.packed), the others as they are (eli_weight.data
- * then points there). Reading 1-4 GB per decoded token through 4 KiB file pages cost up to a third of the
- * decode speed (measured: BENCHMARKS.md). The mapped pages of each matrix are dropped from the process as it
- * is copied, so resident memory stays the weights' size, anonymous instead of file-backed. Skipped (the
- * weights stay mapped, where the kernel can evict and re-read them) when the copy would not fit in the
- * memory available (/proc/meminfo MemAvailable, less 512 MiB), and when ELIZA_LLM_REPACK is "0"; unset or
- * "1" is on, other values are refused (ELI_ERR_INVALID_ARG). */
-int eli_model_pack(struct eli_model *m, eli_error *err);
-/* Frees what eli_model_pack allocated. */
-void eli_model_unpack(struct eli_model *m);
+ * (huge pages where the kernel gives them): those the kernel table k has packed kernels for in the packed
+ * layout (eli_weight.packed), the others as they are (eli_weight.data then points there). Reading 1-4 GB
+ * per decoded token through 4 KiB file pages cost up to a third of the decode speed (measured:
+ * BENCHMARKS.md). The mapped pages of each matrix are dropped from the process as it is copied, so
+ * resident memory stays the weights' size, anonymous instead of file-backed. Skipped (the weights stay
+ * mapped, where the kernel can evict and re-read them; *block NULL) when the copy would not fit in the
+ * memory available less 512 MiB. *block / *block_len: the allocation, for eli_os_free once the model is
+ * no longer used. */
+int eli_model_pack(struct eli_model *m, const struct eli_kernels *k, void **block, size_t *block_len, eli_error *err);
 
 #endif

@@ -440,6 +440,56 @@ class Tokenize(unittest.TestCase):
         self.assertEqual(cli(["bench-tokenizer", "-m", VOCAB, "/nonexistent"], timeout=60)[0], 1)
 
 
+class Grammar(unittest.TestCase):
+    """`grammar` (the checker and the schema printer) and `bench-grammar` as a person uses them: the
+    words printed, exit codes, one-line errors. What the words should be is tests/test_grammar.c's job."""
+
+    def write(self, text):
+        fd, path = tempfile.mkstemp(suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        self.addCleanup(os.unlink, path)
+        return path
+
+    def test_check_jsonl(self):
+        lines = [{"grammar": 'root ::= "a"+', "text": "aa"}, {"grammar": 'root ::= "ab"', "text": "a"},
+                 {"grammar": 'root ::= "ab"', "text": "b"}, {"grammar": 'root ::= "ab', "text": ""},
+                 {"grammar": "root ::= <[5]> <[6]>", "pieces": [5]}]
+        path = self.write("\n".join(json.dumps(x) for x in lines) + "\n\n")
+        rc, out, err = cli(["grammar", "--check-jsonl", path])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out.decode().splitlines(),
+                         ["accept", "prefix", "reject", "error: grammar line 1, column 10: unterminated string", "prefix"])
+
+    def test_bad_input_and_usage(self):
+        rc, out, err = cli(["grammar", "--check-jsonl", self.write('{"grammar": "root ::= \\"a\\""}\n')])
+        self.assertEqual(rc, 1)
+        self.assertIn(b":1: expected", err)
+        self.assertEqual(cli(["grammar", "--check-jsonl", self.write("not json\n")])[0], 1)
+        self.assertEqual(cli(["grammar", "--check-jsonl", "/nonexistent"])[0], 1)
+        self.assertEqual(cli(["grammar"])[0], 2)
+        self.assertEqual(cli(["grammar", "--bogus", "x"])[0], 2)
+        self.assertEqual(cli(["bench-grammar", "--json"])[0], 2)  # no -m
+
+    def test_json_schema(self):
+        path = self.write('{"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}')
+        rc, out, err = cli(["grammar", "--json-schema", path])
+        self.assertEqual(rc, 0, err)
+        self.assertTrue(out.startswith(b"root ::= "), out)
+        case = self.write(json.dumps({"grammar": out.decode(), "text": '{"n": 12}'}) + "\n")
+        self.assertEqual(cli(["grammar", "--check-jsonl", case])[1], b"accept\n")
+        rc, out, err = cli(["grammar", "--json-schema", self.write('{"type": "integer", "minimum": 1}')])
+        self.assertEqual(rc, 1)
+        self.assertIn(b"unsupported keyword 'minimum'", err)
+
+    @need(VOCAB)
+    def test_bench_grammar(self):
+        rc, out, err = cli(["bench-grammar", "-m", VOCAB, "--json", "--tokens", "12"], timeout=120)
+        self.assertEqual(rc, 0, err)
+        rows = [line.split()[0] for line in out.decode().splitlines()[3:-1]]
+        self.assertEqual(rows, ["apply+accept", "apply+accept", "uncached", "uncached", "allows+accept", "allows+accept"])
+
+
 NANO = os.path.join(ROOT, "models", "eliza-1-nano", "text", "eliza-1-nano.gguf")
 NANO_DRAFTER = os.path.join(ROOT, "models", "eliza-1-nano", "mtp", "drafter-nano.gguf")
 

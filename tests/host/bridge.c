@@ -72,7 +72,7 @@ __attribute__((visibility("default"))) int bridge_run(const char *model) {
     expect(c != NULL, "create: %s", err ? err : "");
     eliza_inference_free_string(err), err = NULL;
     if (!c) return -1;
-    int *ids = NULL;
+    int32_t *ids = NULL;
     size_t n = 0;
     expect(eliza_inference_tokenize(c, "Hello there", 11, 1, 0, &ids, &n, &err) == ELIZA_OK && n > 1, "tokenize");
     eliza_llm_stream_config_t cfg;
