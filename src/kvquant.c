@@ -474,10 +474,11 @@ static float decode_polar(const eli_kvq *c, const uint8_t *blk, float *x) {
     return get_f16(blk + c->head_bytes - 2);
 }
 
-eli_kvq_decode_fn eli_kvq_decoder_ref(const eli_kvq *c) { return c->type == ELI_KV_Q4_POLAR ? decode_polar : decode_tbq; }
+float eli_kvq_decode_ref(const eli_kvq *c, const uint8_t *blk, float *x) {
+    return c->type == ELI_KV_Q4_POLAR ? decode_polar(c, blk, x) : decode_tbq(c, blk, x);
+}
 
-/* the f32 attn_pv of the reference, with the fused multiply-add the SIMD tables have */
-static void pv_fma(int64_t d, int nc, const void *rows, size_t rb, int G, const float *p, size_t ss, float *out) {
+void eli_kvq_pv_fma(int64_t d, int nc, const void *rows, size_t rb, int G, const float *p, size_t ss, float *out) {
     for (int j = 0; j < nc; j++) {
         const float *r = (const float *)((const uint8_t *)rows + (size_t)j * rb);
         for (int g = 0; g < G; g++)
@@ -502,9 +503,4 @@ void eli_kvq_accum_decoded(const eli_kvq *c, int nc, const uint8_t *rows, size_t
             pv(d, n, x, sizeof x[0], gb, &w[0][0], DECODED_ROWS, acc + (size_t)g0 * d);
         }
     }
-}
-
-void eli_kvq_accum_ref(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
-                       float *acc) {
-    eli_kvq_accum_decoded(c, nc, rows, rb, G, p, ss, acc, eli_kvq_decoder_ref(c), pv_fma);
 }

@@ -113,21 +113,31 @@ void eli_kvq_finish(const eli_kvq *c, const float *acc, float *out);
  *   qjl score:   (|k| * qjl_factor) * T where T sums +-Sq[i] (the sign bit of S k) in the same 8 lanes. */
 typedef void (*eli_kvq_score_fn)(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp,
                                  float *s, size_t ss);
-typedef void (*eli_kvq_accum_fn)(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p,
-                                 size_t ss, float *acc);
+/* The accumulate half is a decoder and a float sum: each head's rotated-domain values before its scale (tbq:
+ * m * level, polar: the unit vector) decoded into d floats, its scale returned; then per row w = p * scale
+ * and acc[i] = fma(w, value[i], acc[i]) for the rows in order, which is what a kernel table's f32 attn_pv
+ * (cpu/kernels.h) computes. eli_kvq_accum_decoded runs the two over nc rows, 16 at a time. */
+typedef float (*eli_kvq_decode_fn)(const eli_kvq *c, const uint8_t *blk, float *x);
+typedef void (*eli_kvq_pv_fn)(int64_t d, int nc, const void *rows, size_t rb, int G, const float *p, size_t ss,
+                              float *out);
+void eli_kvq_accum_decoded(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
+                           float *acc, eli_kvq_decode_fn decode, eli_kvq_pv_fn pv);
 
-/* One kernel set per table (kernels.h holds one, index type - ELI_KVQ_FIRST; NULL entries fall back to the
- * table below it, accum of qjl1_256 stays NULL). */
+/* One kernel set per table (cpu/kernels.h holds one; score and decode indexed by type - ELI_KVQ_FIRST, NULL
+ * entries fall back to the table below it, qjl1_256 has no decoder; pv is the table's f32 attn_pv, with
+ * the FMA per term the SIMD tables have). */
 typedef struct eli_kvq_kernels {
     eli_kvq_score_fn score[ELI_KVQ_COUNT];
-    eli_kvq_accum_fn accum[ELI_KVQ_COUNT];
+    eli_kvq_decode_fn decode[ELI_KVQ_COUNT];
+    eli_kvq_pv_fn pv;
 } eli_kvq_kernels;
 
-/* The scalar reference (the "reference" kernel table). */
+/* The scalar reference (the "reference" kernel table): the scores, the decoder of the tbq and polar types,
+ * and the f32 sum with a fused multiply-add per term (the reference table's own attn_pv rounds twice). */
 void eli_kvq_score_ref(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
                        size_t ss);
-void eli_kvq_accum_ref(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
-                       float *acc);
+float eli_kvq_decode_ref(const eli_kvq *c, const uint8_t *blk, float *x);
+void eli_kvq_pv_fma(int64_t d, int nc, const void *rows, size_t rb, int G, const float *p, size_t ss, float *out);
 
 /* The CPU runs them through its kernel table (cpu/kernels.h: eli_kvq_score, eli_kvq_accumulate). */
 
@@ -150,17 +160,5 @@ void eli_kvq_accum_ref(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb,
  * level l (>= 2) of a q4_polar head's radii tree, top-down in place (rho[i], rho[i + n] from rho[i]). */
 void eli_kvq_tbq_mults(const eli_kvq *c, const uint8_t *blk, int32_t *m);
 void eli_kvq_polar_level(const eli_kvq *c, const uint8_t *blk, int l, float *rho);
-
-/* The accumulate kernels are a decoder and a float sum: each head's rotated-domain values before its scale
- * (tbq: m * level, polar: the unit vector) decoded into d floats, its scale returned; then per row
- * w = p * scale and acc[i] = fma(w, value[i], acc[i]) for the rows in order -- a kernel table's f32 attn_pv
- * (cpu/kernels.h) does exactly that. eli_kvq_accum_decoded runs them over nc rows, 16 at a time. */
-typedef float (*eli_kvq_decode_fn)(const eli_kvq *c, const uint8_t *blk, float *x);
-typedef void (*eli_kvq_pv_fn)(int64_t d, int nc, const void *rows, size_t rb, int G, const float *p, size_t ss,
-                              float *out);
-void eli_kvq_accum_decoded(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
-                           float *acc, eli_kvq_decode_fn decode, eli_kvq_pv_fn pv);
-/* The reference decoder of c's type (tbq or polar). */
-eli_kvq_decode_fn eli_kvq_decoder_ref(const eli_kvq *c);
 
 #endif

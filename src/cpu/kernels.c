@@ -105,7 +105,7 @@ static void apply(eli_kernels *dst, const eli_kernels *over) {
     }
     for (int i = 0; i < ELI_KVQ_COUNT; i++) {
         if (over->kvq.score[i]) dst->kvq.score[i] = over->kvq.score[i];
-        if (over->kvq.accum[i]) dst->kvq.accum[i] = over->kvq.accum[i];
+        if (over->kvq.decode[i]) dst->kvq.decode[i] = over->kvq.decode[i];
     }
     if (over->f16_to_f32) dst->f16_to_f32 = over->f16_to_f32;
     if (over->scale_f32) dst->scale_f32 = over->scale_f32;
@@ -145,8 +145,9 @@ static void init_tables(void) {
     ref_table.attn_pv[ELI_TYPE_F16] = ref_pv_f16;
     for (int i = 0; i < ELI_KVQ_COUNT; i++) {
         ref_table.kvq.score[i] = eli_kvq_score_ref;
-        ref_table.kvq.accum[i] = eli_kvq_keys_only(ELI_KVQ_FIRST + (uint32_t)i) ? NULL : eli_kvq_accum_ref;
+        ref_table.kvq.decode[i] = eli_kvq_keys_only(ELI_KVQ_FIRST + (uint32_t)i) ? NULL : eli_kvq_decode_ref;
     }
+    ref_table.kvq.pv = eli_kvq_pv_fma;
     ref_table.f16_to_f32 = ref_f16_to_f32;
     ref_table.scale_f32 = ref_scale_f32;
     ref_table.softcap_f32 = ref_softcap_f32;
@@ -158,11 +159,13 @@ static void init_tables(void) {
     if (eli_kernels_avx2_table.name && f->avx2 && f->fma && f->f16c) {
         overlay(&avx2_table, &ref_table, &eli_kernels_avx2_table);
         apply(&avx2_table, &eli_tquant_avx2_table);
+        avx2_table.kvq.pv = avx2_table.attn_pv[ELI_TYPE_F32];
         best_table = &avx2_table;
         /* the AVX-512 table covers some formats only: laid over the AVX2 one */
         if (eli_kernels_avx512_table.name && f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni) {
             overlay(&avx512_table, &avx2_table, &eli_kernels_avx512_table);
             apply(&avx512_table, &eli_tquant_avx512_table);
+            avx512_table.kvq.pv = avx512_table.attn_pv[ELI_TYPE_F32];
             best_table = &avx512_table;
         }
     }
@@ -171,11 +174,13 @@ static void init_tables(void) {
     if (eli_kernels_neon_table.name && f->neon) {
         overlay(&neon_table, &ref_table, &eli_kernels_neon_table);
         apply(&neon_table, &eli_tquant_neon_table);
+        neon_table.kvq.pv = neon_table.attn_pv[ELI_TYPE_F32];
         best_table = &neon_table;
         if (eli_kernels_neon_dotprod_table.name && eli_kernels_neon_has_dotprod()) {
             overlay(&neon_dp_table, &ref_table, &eli_kernels_neon_dotprod_table);
             apply(&neon_dp_table, &eli_tquant_neon_table);
             apply(&neon_dp_table, &eli_tquant_neon_dotprod_table);
+            neon_dp_table.kvq.pv = neon_dp_table.attn_pv[ELI_TYPE_F32];
             best_table = &neon_dp_table;
         }
     }

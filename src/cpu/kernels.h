@@ -89,7 +89,7 @@ static inline void eli_kvq_score(const eli_kernels *k, const eli_kvq *c, int nc,
 }
 static inline void eli_kvq_accumulate(const eli_kernels *k, const eli_kvq *c, int nc, const uint8_t *rows, size_t rb,
                                       int G, const float *p, size_t ss, float *acc) {
-    k->kvq.accum[c->type - ELI_KVQ_FIRST](c, nc, rows, rb, G, p, ss, acc);
+    eli_kvq_accum_decoded(c, nc, rows, rb, G, p, ss, acc, k->kvq.decode[c->type - ELI_KVQ_FIRST], k->kvq.pv);
 }
 
 const eli_kernels *eli_kernels_reference(void);

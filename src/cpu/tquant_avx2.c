@@ -3,9 +3,9 @@
  * check. Bit-exact with the scalar reference (tquant_x86.h says how).
  *  - tbq score: per 32 values the int8 levels come from one vpshufb of the codes, the products with the
  *    int8 query from vpmaddubsw (|level| times the query with the level's sign), the per-16 multiplier from
- *    vpmaddwd; one int32 accumulator per query head, one row decoded for up to 4 heads.
- *  - accumulate: rows decoded to floats, then the table's f32 attn_pv; polar and qjl scores: float, in the
- *    reference's 8 lanes. */
+ *    vpmaddwd; one int32 accumulator per query head, one row decoded for up to 8 heads.
+ *  - accumulate: the decoders of rows to floats (the table's f32 attn_pv sums them); polar and qjl scores:
+ *    float, in the reference's 8 lanes. */
 #include "fp_exact.h"
 
 #include "kernels.h"
@@ -15,10 +15,8 @@
 #define TBQ_ACC(acc, p16, ms) _mm256_add_epi32(acc, _mm256_madd_epi16(p16, ms))
 #include "tquant_x86.h"
 
-/* ---- accumulate: each row decoded to floats (m * level, or polar's unit vector), then the AVX2 table's f32
- * attn_pv (one FMA per term, rows in order: the reference's steps) ---- */
-
-static eli_kvq_pv_fn pv_f32(void) { return eli_kernels_avx2()->attn_pv[ELI_TYPE_F32]; }
+/* ---- accumulate: the decoders (m * level, or polar's unit vector, into floats); kernels.c pairs them with
+ * the table's f32 attn_pv (one FMA per term, rows in order: the reference's steps) ---- */
 
 static inline __attribute__((always_inline)) float tbq_decode(int four, const eli_kvq *c, const uint8_t *blk, float *x) {
     const __m256i lut = tbq_lut(c);
@@ -36,17 +34,12 @@ static inline __attribute__((always_inline)) float tbq_decode(int four, const el
     return h2f(blk);
 }
 
-static float decode_tbq4(const eli_kvq *c, const uint8_t *blk, float *x) { return tbq_decode(1, c, blk, x); }
-static float decode_tbq3(const eli_kvq *c, const uint8_t *blk, float *x) { return tbq_decode(0, c, blk, x); }
-
-static void accum_tbq4(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
-                       float *acc) {
-    eli_kvq_accum_decoded(c, nc, rows, rb, G, p, ss, acc, c->d >= 64 ? decode_tbq4 : eli_kvq_decoder_ref(c), pv_f32());
+/* the vector code covers tbq4_0 from 64 values, tbq3_0 from 128 */
+static float decode_tbq4(const eli_kvq *c, const uint8_t *blk, float *x) {
+    return c->d >= 64 ? tbq_decode(1, c, blk, x) : eli_kvq_decode_ref(c, blk, x);
 }
-
-static void accum_tbq3(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
-                       float *acc) {
-    eli_kvq_accum_decoded(c, nc, rows, rb, G, p, ss, acc, c->d >= 128 ? decode_tbq3 : eli_kvq_decoder_ref(c), pv_f32());
+static float decode_tbq3(const eli_kvq *c, const uint8_t *blk, float *x) {
+    return c->d >= 128 ? tbq_decode(0, c, blk, x) : eli_kvq_decode_ref(c, blk, x);
 }
 
 /* ---- q4_polar ---- */
@@ -126,11 +119,6 @@ static void score_polar(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb
 static float decode_polar(const eli_kvq *c, const uint8_t *blk, float *x) {
     polar_decode(c, blk, x, x + c->d / 2);
     return h2f(blk + c->head_bytes - 2);
-}
-
-static void accum_polar(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
-                        float *acc) {
-    eli_kvq_accum_decoded(c, nc, rows, rb, G, p, ss, acc, decode_polar, pv_f32());
 }
 
 /* ---- qjl1_256: +-Sq by the sign bits (an XOR of the float sign), 8 lanes ---- */
@@ -226,7 +214,7 @@ const eli_kernels eli_tquant_avx2_table = {
     .gemm = {[ELI_TYPE_TQ4_0] = gemm_tq4_0},
     .gemm_nr = {[ELI_TYPE_TQ4_0] = 8},
     .quantize = {[ELI_TYPE_Q8_TQ] = quantize_q8_tq},
-    .kvq = {.score = {score_tbq4, score_tbq3, score_polar, score_qjl}, .accum = {accum_tbq4, accum_tbq3, accum_polar, NULL}},
+    .kvq = {.score = {score_tbq4, score_tbq3, score_polar, score_qjl}, .decode = {decode_tbq4, decode_tbq3, decode_polar, NULL}},
 };
 
 #else

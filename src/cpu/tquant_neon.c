@@ -118,10 +118,8 @@ static DOTPROD void score_tbq3_dp(const eli_kvq *c, int nc, const uint8_t *rows,
     tbq_score_dp(0, c, nc, rows, rb, G, qp, s, ss);
 }
 
-/* ---- accumulate: each row decoded to floats (m * level, or polar's unit vector), then the NEON table's f32
- * attn_pv (vfmaq per term, rows in order: the reference's steps) ---- */
-
-static eli_kvq_pv_fn pv_f32(void) { return eli_kernels_neon()->attn_pv[ELI_TYPE_F32]; }
+/* ---- accumulate: the decoders (m * level, or polar's unit vector, into floats); kernels.c pairs them with
+ * the table's f32 attn_pv (one FMA per term, rows in order: the reference's steps) ---- */
 
 static inline __attribute__((always_inline)) float tbq_decode(int four, const eli_kvq *c, const uint8_t *blk, float *x) {
     const int8x16_t lut = tbq_lut(c);
@@ -139,16 +137,12 @@ static inline __attribute__((always_inline)) float tbq_decode(int four, const el
     return h2f(blk);
 }
 
-static float decode_tbq4(const eli_kvq *c, const uint8_t *blk, float *x) { return tbq_decode(1, c, blk, x); }
-static float decode_tbq3(const eli_kvq *c, const uint8_t *blk, float *x) { return tbq_decode(0, c, blk, x); }
-
-static void accum_tbq4(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
-                       float *acc) {
-    eli_kvq_accum_decoded(c, nc, rows, rb, G, p, ss, acc, c->d >= 64 ? decode_tbq4 : eli_kvq_decoder_ref(c), pv_f32());
+/* the vector code covers tbq4_0 from 64 values, tbq3_0 from 128 */
+static float decode_tbq4(const eli_kvq *c, const uint8_t *blk, float *x) {
+    return c->d >= 64 ? tbq_decode(1, c, blk, x) : eli_kvq_decode_ref(c, blk, x);
 }
-static void accum_tbq3(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
-                       float *acc) {
-    eli_kvq_accum_decoded(c, nc, rows, rb, G, p, ss, acc, c->d >= 128 ? decode_tbq3 : eli_kvq_decoder_ref(c), pv_f32());
+static float decode_tbq3(const eli_kvq *c, const uint8_t *blk, float *x) {
+    return c->d >= 128 ? tbq_decode(0, c, blk, x) : eli_kvq_decode_ref(c, blk, x);
 }
 
 /* ---- q4_polar ---- */
@@ -244,11 +238,6 @@ static void score_polar(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb
 static float decode_polar(const eli_kvq *c, const uint8_t *blk, float *x) {
     polar_decode(c, blk, x, x + c->d / 2);
     return h2f(blk + c->head_bytes - 2);
-}
-
-static void accum_polar(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
-                        float *acc) {
-    eli_kvq_accum_decoded(c, nc, rows, rb, G, p, ss, acc, decode_polar, pv_f32());
 }
 
 /* ---- qjl1_256 ---- */
@@ -353,7 +342,7 @@ static void quantize_q8_tq(const float *x, void *dst, int64_t k) {
 const eli_kernels eli_tquant_neon_table = {
     .vec_dot = {[ELI_TYPE_TQ4_0] = vec_dot_tq4_0},
     .quantize = {[ELI_TYPE_Q8_TQ] = quantize_q8_tq},
-    .kvq = {.score = {score_tbq4, score_tbq3, score_polar, score_qjl}, .accum = {accum_tbq4, accum_tbq3, accum_polar, NULL}},
+    .kvq = {.score = {score_tbq4, score_tbq3, score_polar, score_qjl}, .decode = {decode_tbq4, decode_tbq3, decode_polar, NULL}},
 };
 const eli_kernels eli_tquant_neon_dotprod_table = {
     .vec_dot = {[ELI_TYPE_TQ4_0] = vec_dot_tq4_0_dp},
