@@ -244,8 +244,8 @@ static void test_streams(EliInferenceContext *c) {
     cfg.draft_min = 3, cfg.draft_max = 2;
     CHECK(eliza_inference_llm_stream_open(c, &cfg, NULL) == NULL, "draft_min > draft_max");
     cfg = greedy_cfg(16);
-    cfg.gbnf_grammar = "root ::= \"a\"";
-    CHECK(eliza_inference_llm_stream_open(c, &cfg, NULL) == NULL, "grammar is refused, not ignored");
+    cfg.gbnf_grammar = "root ::= \"a\" (";
+    CHECK(eliza_inference_llm_stream_open(c, &cfg, NULL) == NULL, "a grammar that does not parse is refused, not ignored");
     cfg = greedy_cfg(16);
     cfg.temperature = NAN;
     CHECK(eliza_inference_llm_stream_open(c, &cfg, NULL) == NULL, "NaN temperature");

@@ -482,6 +482,23 @@ class Grammar(unittest.TestCase):
         self.assertEqual(rc, 1)
         self.assertIn(b"unsupported keyword 'minimum'", err)
 
+    def test_run_constrained(self):
+        """`run` with a grammar: the answer is in the grammar's (finite) language and ends by itself; sampled
+        and with the drafter too; --json gives text json.loads reads; conflicting options are usage errors."""
+        path = self.write('root ::= ("yes" | "no") ", " [a-z]{1,5} "."\n')
+        for extra in ([], ["--temp", "1.3", "--seed", "7"], ["--draft", NANO_DRAFTER]):
+            rc, out, err = cli(["run", "-p", "Is it so?", "--grammar", path, "-n", "40"] + extra)
+            self.assertEqual(rc, 0, err)
+            self.assertRegex(out.decode(), r"^(yes|no), [a-z]{1,5}\.$", extra)
+        schema = self.write('{"type": "object", "properties": {"a": {"type": "boolean"}}, "required": ["a"]}')
+        rc, out, err = cli(["run", "-p", "Data:", "--json-schema", schema, "-n", "200", "--temp", "0"])
+        self.assertEqual(rc, 0, err)
+        self.assertIn(json.loads(out.decode())["a"], (True, False))
+        self.assertEqual(cli(["run", "-p", "x", "--json", "--grammar", path])[0], 2)
+        rc, out, err = cli(["run", "-p", "x", "--grammar", self.write('root ::= ("a"\n')])
+        self.assertEqual(rc, 1)
+        self.assertIn(b"line 1", err)
+
     @need(VOCAB)
     def test_bench_grammar(self):
         rc, out, err = cli(["bench-grammar", "-m", VOCAB, "--json", "--tokens", "12"], timeout=120)
