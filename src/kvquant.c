@@ -411,9 +411,29 @@ static float lanes8_total(const float a[8]) {
     return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }
 
+float eli_kvq_polar_dot_ref(const eli_kvq *c, const float *q, const float *x) {
+    const int h = c->d / 2;
+    float acc[8] = {0};
+    for (int i = 0; i < h; i++) {
+        acc[i % 8] = fmaf(q[i], x[i], acc[i % 8]);
+        acc[i % 8] = fmaf(q[i + h], x[i + h], acc[i % 8]);
+    }
+    return lanes8_total(acc);
+}
+
+void eli_kvq_score_decoded(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
+                           size_t ss, eli_kvq_decode_fn decode, eli_kvq_dot_fn dot) {
+    float x[ELI_KVQ_MAX_DIM];
+    for (int j = 0; j < nc; j++) {
+        const float scale = decode(c, rows + (size_t)j * rb, x);
+        for (int g = 0; g < G; g++)
+            s[(size_t)g * ss + j] = scale * dot(c, (const float *)((const uint8_t *)qp + (size_t)g * c->query_bytes), x);
+    }
+}
+
 void eli_kvq_score_ref(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
                        size_t ss) {
-    const int d = c->d, h = d / 2;
+    const int d = c->d;
     for (int j = 0; j < nc; j++) {
         const uint8_t *blk = rows + (size_t)j * rb;
         if (c->type == ELI_KV_TBQ4_0 || c->type == ELI_KV_TBQ3_0) {
@@ -436,18 +456,7 @@ void eli_kvq_score_ref(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb,
                 s[(size_t)g * ss + j] = (sk * dq) * (float)isum;
             }
         } else if (c->type == ELI_KV_Q4_POLAR) {
-            float e[ELI_KVQ_MAX_DIM / 2], o[ELI_KVQ_MAX_DIM / 2];
-            polar_unit(c, blk, e, o);
-            const float r = get_f16(blk + c->head_bytes - 2);
-            for (int g = 0; g < G; g++) {
-                const float *q = (const float *)((const uint8_t *)qp + (size_t)g * c->query_bytes);
-                float acc[8] = {0};
-                for (int i = 0; i < h; i++) {
-                    acc[i % 8] = fmaf(q[i], e[i], acc[i % 8]);
-                    acc[i % 8] = fmaf(q[i + h], o[i], acc[i % 8]);
-                }
-                s[(size_t)g * ss + j] = r * lanes8_total(acc);
-            }
+            eli_kvq_score_decoded(c, 1, blk, rb, G, qp, s + j, ss, eli_kvq_decode_ref, eli_kvq_polar_dot_ref);
         } else {
             const float w = get_f16(blk + d / 8) * c->qjl_factor;
             for (int g = 0; g < G; g++) {

@@ -123,6 +123,13 @@ typedef void (*eli_kvq_pv_fn)(int64_t d, int nc, const void *rows, size_t rb, in
 void eli_kvq_accum_decoded(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const float *p, size_t ss,
                            float *acc, eli_kvq_decode_fn decode, eli_kvq_pv_fn pv);
 
+/* q4_polar's score is the same pair the other way: the decoded unit vector x (its scale r returned), then
+ * r * dot(q, x), the dot in the 8 lanes above (eli_kvq_polar_dot_ref); eli_kvq_score_decoded runs them. */
+typedef float (*eli_kvq_dot_fn)(const eli_kvq *c, const float *q, const float *x);
+void eli_kvq_score_decoded(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
+                           size_t ss, eli_kvq_decode_fn decode, eli_kvq_dot_fn dot);
+float eli_kvq_polar_dot_ref(const eli_kvq *c, const float *q, const float *x);
+
 /* One kernel set per table (cpu/kernels.h holds one; score and decode indexed by type - ELI_KVQ_FIRST, NULL
  * entries fall back to the table below it, qjl1_256 has no decoder; pv is the table's f32 attn_pv, with
  * the FMA per term the SIMD tables have). */

@@ -44,10 +44,11 @@ static float decode_tbq3(const eli_kvq *c, const uint8_t *blk, float *x) {
 
 /* ---- q4_polar ---- */
 
-/* the decoded unit vector's halves e, o (kvquant.c, polar_unit): the radii tree top-down, the levels of 8 or
- * more angles 8 lanes at a time (their 3-bit codes 8 to 3 bytes), level 1 with its 5-bit codes 8 to 5
+/* the decoded unit vector (kvquant.c, polar_unit: its halves e, o into e[0..d)), its scale r returned: the
+ * radii tree top-down, the levels of 8 or more angles 8 lanes at a time (their 3-bit codes 8 to 3 bytes), level 1 with its 5-bit codes 8 to 5
  * bytes and the 32 cells' cos / sin from the first quadrant's 8 turned by quarter turns */
-static void polar_decode(const eli_kvq *c, const uint8_t *blk, float *e, float *o) {
+static float decode_polar(const eli_kvq *c, const uint8_t *blk, float *e) {
+    float *o = e + c->d / 2;
     const int d = c->d, h = d / 2;
     const uint8_t *up = blk + ELI_KVQ_POLAR_L1_BYTES(d);
     float rho[ELI_KVQ_MAX_DIM / 2];
@@ -94,31 +95,23 @@ static void polar_decode(const eli_kvq *c, const uint8_t *blk, float *e, float *
         _mm256_storeu_ps(e + i, _mm256_mul_ps(rr, cs));
         _mm256_storeu_ps(o + i, _mm256_mul_ps(rr, sn2));
     }
+    return h2f(blk + c->head_bytes - 2);
+}
+
+/* the reference's 8 lanes: lane i % 8 takes q[i] * e[i], then q[i + d/2] * o[i] */
+static float polar_dot(const eli_kvq *c, const float *q, const float *x) {
+    const int h = c->d / 2;
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < h; i += 8) {
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(x + i), acc);
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + h + i), _mm256_loadu_ps(x + h + i), acc);
+    }
+    return hsum_ps(acc);
 }
 
 static void score_polar(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
                         size_t ss) {
-    const int h = c->d / 2;
-    float e[ELI_KVQ_MAX_DIM / 2], o[ELI_KVQ_MAX_DIM / 2];
-    for (int j = 0; j < nc; j++) {
-        const uint8_t *blk = rows + (size_t)j * rb;
-        polar_decode(c, blk, e, o);
-        const float r = h2f(blk + c->head_bytes - 2);
-        for (int g = 0; g < G; g++) {
-            const float *q = (const float *)((const uint8_t *)qp + (size_t)g * c->query_bytes);
-            __m256 acc = _mm256_setzero_ps();
-            for (int i = 0; i < h; i += 8) {
-                acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(e + i), acc);
-                acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + h + i), _mm256_loadu_ps(o + i), acc);
-            }
-            s[(size_t)g * ss + j] = r * hsum_ps(acc);
-        }
-    }
-}
-
-static float decode_polar(const eli_kvq *c, const uint8_t *blk, float *x) {
-    polar_decode(c, blk, x, x + c->d / 2);
-    return h2f(blk + c->head_bytes - 2);
+    eli_kvq_score_decoded(c, nc, rows, rb, G, qp, s, ss, decode_polar, polar_dot);
 }
 
 /* ---- qjl1_256: +-Sq by the sign bits (an XOR of the float sign), 8 lanes ---- */
@@ -214,7 +207,7 @@ const eli_kernels eli_tquant_avx2_table = {
     .gemm = {[ELI_TYPE_TQ4_0] = gemm_tq4_0},
     .gemm_nr = {[ELI_TYPE_TQ4_0] = 8},
     .quantize = {[ELI_TYPE_Q8_TQ] = quantize_q8_tq},
-    .kvq = {.score = {score_tbq4, score_tbq3, score_polar, score_qjl}, .decode = {decode_tbq4, decode_tbq3, decode_polar, NULL}},
+    .kvq = {.score = {score_tbq, score_tbq, score_polar, score_qjl}, .decode = {decode_tbq4, decode_tbq3, decode_polar, NULL}},
 };
 
 #else

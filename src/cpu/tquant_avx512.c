@@ -16,7 +16,7 @@ const eli_kernels eli_tquant_avx512_table = {
     .vec_dot = {[ELI_TYPE_TQ4_0] = vec_dot_tq4_0},
     .gemm = {[ELI_TYPE_TQ4_0] = gemm_tq4_0},
     .gemm_nr = {[ELI_TYPE_TQ4_0] = 8},
-    .kvq = {.score = {score_tbq4, score_tbq3}},
+    .kvq = {.score = {score_tbq, score_tbq}},
 };
 
 #else

@@ -101,23 +101,14 @@ static inline DOTPROD int32x4_t dot16_dp(int8x16_t lv, int8x16_t q) { return sdo
 DEF_TBQ_SCORE(tbq_score, , dot16)
 DEF_TBQ_SCORE(tbq_score_dp, DOTPROD, dot16_dp)
 
-static void score_tbq4(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
-                       size_t ss) {
-    tbq_score(1, c, nc, rows, rb, G, qp, s, ss);
+static void score_tbq(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
+                      size_t ss) {
+    tbq_score(c->type == ELI_KV_TBQ4_0, c, nc, rows, rb, G, qp, s, ss);
 }
-static void score_tbq3(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
-                       size_t ss) {
-    tbq_score(0, c, nc, rows, rb, G, qp, s, ss);
+static DOTPROD void score_tbq_dp(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp,
+                                 float *s, size_t ss) {
+    tbq_score_dp(c->type == ELI_KV_TBQ4_0, c, nc, rows, rb, G, qp, s, ss);
 }
-static DOTPROD void score_tbq4_dp(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp,
-                                  float *s, size_t ss) {
-    tbq_score_dp(1, c, nc, rows, rb, G, qp, s, ss);
-}
-static DOTPROD void score_tbq3_dp(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp,
-                                  float *s, size_t ss) {
-    tbq_score_dp(0, c, nc, rows, rb, G, qp, s, ss);
-}
-
 /* ---- accumulate: the decoders (m * level, or polar's unit vector, into floats); kernels.c pairs them with
  * the table's f32 attn_pv (one FMA per term, rows in order: the reference's steps) ---- */
 
@@ -155,8 +146,10 @@ static inline void lookup8(const float *t, uint32x4_t k0, uint32x4_t k1, float32
     *v1 = vreinterpretq_f32_u8(vqtbl2q_u8(tab, vreinterpretq_u8_u32(vmlaq_u32(base, k1, spread))));
 }
 
-/* the decoded unit vector's halves (kvquant.c, polar_unit), 8 angles at a time where a level has 8 */
-static void polar_decode(const eli_kvq *c, const uint8_t *blk, float *e, float *o) {
+/* the decoded unit vector (kvquant.c, polar_unit: its halves e, o into e[0..d)), its scale r returned; 8
+ * angles at a time where a level has 8 */
+static float decode_polar(const eli_kvq *c, const uint8_t *blk, float *e) {
+    float *o = e + c->d / 2;
     const int d = c->d, h = d / 2;
     const uint8_t *up = blk + ELI_KVQ_POLAR_L1_BYTES(d);
     static const int32_t sh3[8] = {0, -3, -6, -9, -12, -15, -18, -21};
@@ -211,33 +204,25 @@ static void polar_decode(const eli_kvq *c, const uint8_t *blk, float *e, float *
             vst1q_f32(o + i + 4 * hf, vmulq_f32(rr, ss));
         }
     }
+    return h2f(blk + c->head_bytes - 2);
+}
+
+/* the reference's 8 lanes (lo: 0-3, hi: 4-7): lane i % 8 takes q[i] * e[i], then q[i + d/2] * o[i] */
+static float polar_dot(const eli_kvq *c, const float *q, const float *x) {
+    const int h = c->d / 2;
+    float32x4_t lo = vdupq_n_f32(0.0f), hi = vdupq_n_f32(0.0f);
+    for (int i = 0; i < h; i += 8) {
+        lo = vfmaq_f32(lo, vld1q_f32(q + i), vld1q_f32(x + i));
+        hi = vfmaq_f32(hi, vld1q_f32(q + i + 4), vld1q_f32(x + i + 4));
+        lo = vfmaq_f32(lo, vld1q_f32(q + h + i), vld1q_f32(x + h + i));
+        hi = vfmaq_f32(hi, vld1q_f32(q + h + i + 4), vld1q_f32(x + h + i + 4));
+    }
+    return lanes8_sum(lo, hi);
 }
 
 static void score_polar(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
                         size_t ss) {
-    const int h = c->d / 2;
-    float e[ELI_KVQ_MAX_DIM / 2], o[ELI_KVQ_MAX_DIM / 2];
-    for (int j = 0; j < nc; j++) {
-        const uint8_t *blk = rows + (size_t)j * rb;
-        polar_decode(c, blk, e, o);
-        const float r = h2f(blk + c->head_bytes - 2);
-        for (int g = 0; g < G; g++) {
-            const float *q = (const float *)((const uint8_t *)qp + (size_t)g * c->query_bytes);
-            float32x4_t lo = vdupq_n_f32(0.0f), hi = vdupq_n_f32(0.0f);
-            for (int i = 0; i < h; i += 8) {
-                lo = vfmaq_f32(lo, vld1q_f32(q + i), vld1q_f32(e + i));
-                hi = vfmaq_f32(hi, vld1q_f32(q + i + 4), vld1q_f32(e + i + 4));
-                lo = vfmaq_f32(lo, vld1q_f32(q + h + i), vld1q_f32(o + i));
-                hi = vfmaq_f32(hi, vld1q_f32(q + h + i + 4), vld1q_f32(o + i + 4));
-            }
-            s[(size_t)g * ss + j] = r * lanes8_sum(lo, hi);
-        }
-    }
-}
-
-static float decode_polar(const eli_kvq *c, const uint8_t *blk, float *x) {
-    polar_decode(c, blk, x, x + c->d / 2);
-    return h2f(blk + c->head_bytes - 2);
+    eli_kvq_score_decoded(c, nc, rows, rb, G, qp, s, ss, decode_polar, polar_dot);
 }
 
 /* ---- qjl1_256 ---- */
@@ -342,11 +327,11 @@ static void quantize_q8_tq(const float *x, void *dst, int64_t k) {
 const eli_kernels eli_tquant_neon_table = {
     .vec_dot = {[ELI_TYPE_TQ4_0] = vec_dot_tq4_0},
     .quantize = {[ELI_TYPE_Q8_TQ] = quantize_q8_tq},
-    .kvq = {.score = {score_tbq4, score_tbq3, score_polar, score_qjl}, .decode = {decode_tbq4, decode_tbq3, decode_polar, NULL}},
+    .kvq = {.score = {score_tbq, score_tbq, score_polar, score_qjl}, .decode = {decode_tbq4, decode_tbq3, decode_polar, NULL}},
 };
 const eli_kernels eli_tquant_neon_dotprod_table = {
     .vec_dot = {[ELI_TYPE_TQ4_0] = vec_dot_tq4_0_dp},
-    .kvq = {.score = {score_tbq4_dp, score_tbq3_dp}},
+    .kvq = {.score = {score_tbq_dp, score_tbq_dp}},
 };
 
 #else

@@ -133,14 +133,10 @@ static inline __attribute__((always_inline)) void tbq_score(int four, const eli_
     }
 }
 
-static void score_tbq4(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
-                       size_t ss) {
-    tbq_score(1, c, nc, rows, rb, G, qp, s, ss);
-}
-
-static void score_tbq3(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
-                       size_t ss) {
-    tbq_score(0, c, nc, rows, rb, G, qp, s, ss);
+static void score_tbq(const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G, const void *qp, float *s,
+                      size_t ss) {
+    if (c->type == ELI_KV_TBQ4_0) tbq_score(1, c, nc, rows, rb, G, qp, s, ss);
+    else tbq_score(0, c, nc, rows, rb, G, qp, s, ss);
 }
 
 /* ---- tq4_0 weights (quants.h) against Q8_TQ activations ---- */
