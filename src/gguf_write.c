@@ -37,10 +37,36 @@ static void put_le(mbuf *b, uint64_t v, size_t n) {
     for (size_t i = 0; i < n; i++) t[i] = (uint8_t)(v >> (8 * i));
     put(b, t, n);
 }
-static void put_str(mbuf *b, const char *s) {
-    const size_t n = strlen(s);
+static void put_strn(mbuf *b, const char *s, uint64_t n) {
     put_le(b, n, 8);
-    put(b, s, n);
+    put(b, s, (size_t)n);
+}
+static void put_str(mbuf *b, const char *s) { put_strn(b, s, strlen(s)); }
+
+/* the body of a value as the reader decoded it (its type already written) */
+static void put_value(mbuf *b, const gguf_value *v) {
+    if (v->type == GGUF_VT_STRING) {
+        put_strn(b, v->v.str.ptr, v->v.str.len);
+    } else if (v->type == GGUF_VT_ARRAY) {
+        const uint32_t et = v->v.arr.elem_type;
+        put_le(b, et, 4);
+        put_le(b, v->v.arr.n, 8);
+        for (uint64_t i = 0; et == GGUF_VT_STRING && i < v->v.arr.n; i++)
+            put_strn(b, v->v.arr.strs[i].ptr, v->v.arr.strs[i].len);
+        for (uint64_t i = 0; et == GGUF_VT_ARRAY && i < v->v.arr.n; i++) put_value(b, &v->v.arr.items[i]);
+        if (et != GGUF_VT_STRING && et != GGUF_VT_ARRAY) put(b, v->v.arr.raw, gguf_scalar_size(et) * (size_t)v->v.arr.n);
+    } else if (v->type == GGUF_VT_FLOAT32) {
+        const float f = (float)v->v.f64; /* the reader widened the float exactly */
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        put_le(b, u, 4);
+    } else if (v->type == GGUF_VT_FLOAT64) {
+        uint64_t u;
+        memcpy(&u, &v->v.f64, 8);
+        put_le(b, u, 8);
+    } else {
+        put_le(b, v->v.u64, gguf_scalar_size(v->type)); /* the signed types' low bytes are their bits */
+    }
 }
 
 typedef struct {
@@ -136,6 +162,13 @@ int eli_gguf_set_arr_str(eli_gguf_writer *w, const char *key, const char *const 
     put_le(&w->kv, GGUF_VT_STRING, 4);
     put_le(&w->kv, n, 8);
     for (uint64_t i = 0; i < n; i++) put_str(&w->kv, v[i]);
+    return check(w, err);
+}
+
+int eli_gguf_copy_kv(eli_gguf_writer *w, const char *key, const gguf_value *v, eli_error *err) {
+    if (v->type >= GGUF_VT_COUNT) return eli_fail(err, ELI_ERR_INVALID_ARG, "gguf writer: '%s': bad value type %u", key, v->type);
+    if (kv_head(w, key, v->type, err)) return err ? err->code : ELI_ERR_INVALID_ARG;
+    put_value(&w->kv, v);
     return check(w, err);
 }
 

@@ -32,6 +32,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "tquant.h"
+
 #if defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
 #error "quants.c assumes a little-endian host (GGUF block fields are little-endian)"
 #endif
@@ -1319,6 +1321,97 @@ static float vec_dot_q6_K_q8_K(int64_t n, const void *vx, const void *vy) {
 }
 
 /* ------------------------------------------------------------------------------------------------------
+ * TQ4_0 (ours, tquant.h): 256 weights rotated, 4-bit Lloyd-Max codes at d * m, m per 16 weights from a
+ * 3-bit code; the least-squares d. Its activation Q8_TQ is rotated the same way, so a dot product is the
+ * one of the rotated vectors (the map is orthogonal), in the 8 lanes of lanes8_fma: lane l takes the integer
+ * sum of the values m * level times y over elements 4l..4l+3 of every 32, one FMA per block with d_w * d_y,
+ * the lanes added in lanes8_total's tree (what the SIMD tables compute without a horizontal sum per block).
+ * ---------------------------------------------------------------------------------------------------- */
+
+_Static_assert(sizeof(eli_block_tq4_0) == 136, "tq4_0 block size");
+_Static_assert(sizeof(eli_block_q8_tq) == 260, "q8_tq block size");
+
+static void quantize_row_tq4_0(const float *x, void *dst, int64_t k) {
+    eli_block_tq4_0 *y = dst;
+    for (int64_t b = 0; b < k / ELI_QK_K; b++) {
+        float r[ELI_QK_K];
+        uint8_t code[ELI_QK_K], sub[ELI_QK_K / 16];
+        eli_block_tq4_0 blk;
+        eli_tq_rotate(x + b * ELI_QK_K, r, ELI_QK_K);
+        blk.d = eli_fp32_to_fp16(eli_tq_quantize(&eli_tq_cb4, 3, 0, 1, r, ELI_QK_K, code, sub));
+        memset(blk.scales, 0, sizeof blk.scales);
+        for (int j = 0; j < ELI_QK_K / 16; j++) eli_tq_bits_put(blk.scales, (size_t)j * 3, sub[j], 3);
+        eli_tq_pack4(code, ELI_QK_K, blk.qs);
+        memcpy(y + b, &blk, sizeof blk);
+    }
+}
+
+/* the levels times their multipliers of a block: m * level[code] for its 256 weights */
+static void tq4_0_ints(const eli_block_tq4_0 *b, int16_t v[ELI_QK_K]) {
+    uint8_t code[ELI_QK_K];
+    eli_tq_unpack4(b->qs, ELI_QK_K, code);
+    for (int i = 0; i < ELI_QK_K; i++)
+        v[i] = (int16_t)(eli_tq_mult(3, eli_tq_bits_get(b->scales, sizeof b->scales, (size_t)(i / 16) * 3, 3)) *
+                         eli_tq_cb4.levels[code[i]]);
+}
+
+static void dequantize_row_tq4_0(const void *src, float *y, int64_t k) {
+    for (int64_t b = 0; b < k / ELI_QK_K; b++) {
+        eli_block_tq4_0 blk;
+        int16_t v[ELI_QK_K];
+        memcpy(&blk, (const eli_block_tq4_0 *)src + b, sizeof blk);
+        tq4_0_ints(&blk, v);
+        const float d = fp16_load(&blk.d);
+        for (int i = 0; i < ELI_QK_K; i++) y[b * ELI_QK_K + i] = d * (float)v[i];
+        eli_tq_unrotate(y + b * ELI_QK_K, y + b * ELI_QK_K, ELI_QK_K);
+    }
+}
+
+static void quantize_row_q8_tq(const float *x, void *dst, int64_t k) {
+    eli_block_q8_tq *y = dst;
+    for (int64_t b = 0; b < k / ELI_QK_K; b++) {
+        float r[ELI_QK_K];
+        eli_block_q8_tq blk;
+        eli_tq_rotate(x + b * ELI_QK_K, r, ELI_QK_K);
+        float amax = 0.0f;
+        for (int i = 0; i < ELI_QK_K; i++) amax = fabsf(r[i]) > amax ? fabsf(r[i]) : amax;
+        const float id = amax > 0.0f && amax <= FLT_MAX ? 127.0f / amax : 0.0f;
+        for (int i = 0; i < ELI_QK_K; i++) blk.qs[i] = (int8_t)imax(-127, imin(127, nearest_int(r[i] * id)));
+        blk.d = id > 0.0f ? amax / 127.0f : 0.0f;
+        memcpy(y + b, &blk, sizeof blk);
+    }
+}
+
+static void dequantize_row_q8_tq(const void *src, float *y, int64_t k) {
+    for (int64_t b = 0; b < k / ELI_QK_K; b++) {
+        eli_block_q8_tq blk;
+        memcpy(&blk, (const eli_block_q8_tq *)src + b, sizeof blk);
+        for (int i = 0; i < ELI_QK_K; i++) y[b * ELI_QK_K + i] = blk.d * (float)blk.qs[i];
+        eli_tq_unrotate(y + b * ELI_QK_K, y + b * ELI_QK_K, ELI_QK_K);
+    }
+}
+
+static float vec_dot_tq4_0_q8_tq(int64_t n, const void *vx, const void *vy) {
+    float acc[8] = {0};
+    for (int64_t b = 0; b < n / ELI_QK_K; b++) {
+        eli_block_tq4_0 x;
+        eli_block_q8_tq y;
+        int16_t v[ELI_QK_K];
+        memcpy(&x, (const eli_block_tq4_0 *)vx + b, sizeof x);
+        memcpy(&y, (const eli_block_q8_tq *)vy + b, sizeof y);
+        tq4_0_ints(&x, v);
+        const float d = fp16_load(&x.d) * y.d;
+        for (int l = 0; l < 8; l++) {
+            int32_t s = 0;
+            for (int i0 = 0; i0 < ELI_QK_K; i0 += 32)
+                for (int k = 0; k < 4; k++) s += v[i0 + 4 * l + k] * y.qs[i0 + 4 * l + k];
+            acc[l] = fmaf((float)s, d, acc[l]);
+        }
+    }
+    return lanes8_total(acc);
+}
+
+/* ------------------------------------------------------------------------------------------------------
  * Traits table
  * ---------------------------------------------------------------------------------------------------- */
 
@@ -1371,6 +1464,10 @@ static const eli_type_traits type_table[ELI_TYPE_COUNT] = {
     TL(ELI_TYPE_TQ1_0, "tq1_0", ELI_QK_K, 54, ELI_TYPE_Q8_K),
     TL(ELI_TYPE_TQ2_0, "tq2_0", ELI_QK_K, 66, ELI_TYPE_Q8_K),
     TL(ELI_TYPE_MXFP4, "mxfp4", 32, 17, ELI_TYPE_Q8_0),
+    T_(ELI_TYPE_TQ4_0, "tq4_0", ELI_QK_K, sizeof(eli_block_tq4_0), ELI_TYPE_Q8_TQ, dequantize_row_tq4_0,
+       quantize_row_tq4_0, vec_dot_tq4_0_q8_tq),
+    T_(ELI_TYPE_Q8_TQ, "q8_tq", ELI_QK_K, sizeof(eli_block_q8_tq), ELI_TYPE_Q8_TQ, dequantize_row_q8_tq,
+       quantize_row_q8_tq, NULL),
     /* Ids 4, 5 (removed Q4_2/Q4_3), 31-33 and 36-38 (removed repacked layouts) stay zeroed: not types. */
 };
 

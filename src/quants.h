@@ -45,7 +45,12 @@ enum eli_type {
     ELI_TYPE_TQ1_0 = 34,
     ELI_TYPE_TQ2_0 = 35,
     ELI_TYPE_MXFP4 = 39,
-    ELI_TYPE_COUNT = 40
+    /* Our own types. Their ids are far above ggml's (0..42 today, a few added a year) so that ggml never
+     * gives another type the same number: a file with them is refused by llama.cpp ("invalid ggml type")
+     * instead of being misread, and is read by us. The low-bit KV cache types continue at 112 (kvquant.h). */
+    ELI_TYPE_TQ4_0 = 96, /* rotated 4-bit codebook weights, 4.25 bits (tquant.h) */
+    ELI_TYPE_Q8_TQ = 97, /* its activation: rotated like the weights, 8 bits, one scale per 256 */
+    ELI_TYPE_COUNT = 98
 };
 
 #define ELI_QK4_0 32
@@ -89,6 +94,19 @@ typedef struct {
     int8_t qs[ELI_QK_K];
     int16_t bsums[ELI_QK_K / 16];
 } eli_block_q8_K;
+/* TQ4_0: 256 weights rotated by tquant.h's map for 256 values, coded as 4-bit Lloyd-Max levels; w =
+ * unrotate(d * m * level[code]), m = 7 + (3-bit code of the 16 weights) (tquant.h); qs as tbq4_0's codes
+ * (kvquant.h): per 64 weights, byte j holds weight j (low nibble) and j + 32 (high nibble). */
+typedef struct {
+    eli_fp16 d;
+    uint8_t scales[6]; /* 16 x 3-bit multiplier codes, bit stream */
+    uint8_t qs[ELI_QK_K / 2];
+} eli_block_tq4_0;
+/* Q8_TQ: 256 activations rotated the same way, x = d * qs (round to nearest even, |qs| <= 127). */
+typedef struct {
+    float d;
+    int8_t qs[ELI_QK_K];
+} eli_block_q8_tq;
 
 /* Scalar reference kernels of one format. Row lengths must be multiples of the block size. */
 typedef void (*eli_dequantize_fn)(const void *src, float *dst, int64_t n);

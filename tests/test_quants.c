@@ -72,6 +72,8 @@ static const expected_type expected_types[] = {
     {ELI_TYPE_F64, "f64", 1, 8, 0, 0},          {ELI_TYPE_IQ1_M, "iq1_m", 256, 56, 0, 0},
     {ELI_TYPE_BF16, "bf16", 1, 2, 1, 1},        {ELI_TYPE_TQ1_0, "tq1_0", 256, 54, 0, 0},
     {ELI_TYPE_TQ2_0, "tq2_0", 256, 66, 0, 0},   {ELI_TYPE_MXFP4, "mxfp4", 32, 17, 0, 0},
+    /* ours (quants.h), tested in tests/test_tq4.c */
+    {ELI_TYPE_TQ4_0, "tq4_0", 256, 136, 1, 1},  {ELI_TYPE_Q8_TQ, "q8_tq", 256, 260, 1, 0},
 };
 #define N_EXPECTED (sizeof expected_types / sizeof expected_types[0])
 

@@ -25,6 +25,8 @@ int cli_bench_tokenizer(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_bench_chat(int argc, char **argv);
 int cli_synth(int argc, char **argv);
+int cli_bench_kv(int argc, char **argv);
+int cli_quantize(int argc, char **argv);
 int cli_grammar(int argc, char **argv);
 int cli_bench_grammar(int argc, char **argv);
 int cli_embed_image(int argc, char **argv);

@@ -27,6 +27,8 @@ static const cli_command commands[] = {
     {"bench", cli_bench, "measure prefill / decode speed, TTFT, peak RSS and memory bandwidth"},
     {"bench-chat", cli_bench_chat, "a long multi-turn chat: prefix reuse, TTFT of follow-ups vs fresh prompts, RSS per turn"},
     {"synth", cli_synth, "write a random-weight Gemma 4 GGUF with the true geometry of a model size"},
+    {"quantize", cli_quantize, "write a GGUF in another weight type (llama-quantize's mixtures, byte for byte)"},
+    {"bench-kv", cli_bench_kv, "decode attention's kernels per cached row for every KV cache type"},
     {"grammar", cli_grammar, "check texts against GBNF grammars; print the GBNF of a JSON schema"},
     {"bench-grammar", cli_bench_grammar, "per-token cost of a grammar constraint over a whole vocabulary"},
     {"embed-image", cli_embed_image, "write an image's soft-token embeddings (vision projector) as float32"},

@@ -12,10 +12,13 @@
 /* kernels_avx2.c: data only, its functions may be called only after the CPUID check below */
 #if defined(__x86_64__) || defined(__i386__)
 extern const eli_kernels eli_kernels_avx2_table, eli_kernels_avx512_table;
+/* tquant_avx2.c, tquant_avx512.c: the rotated-codebook kernels (tq4_0 weights, low-bit KV), laid over a table */
+extern const eli_kernels eli_tquant_avx2_table, eli_tquant_avx512_table;
 #endif
 /* kernels_neon.c (aarch64 only): data, plus the dotprod probe (getauxval HWCAP_ASIMDDP) */
 #if defined(__aarch64__)
 extern const eli_kernels eli_kernels_neon_table, eli_kernels_neon_dotprod_table;
+extern const eli_kernels eli_tquant_neon_table, eli_tquant_neon_dotprod_table; /* tquant_neon.c */
 int eli_kernels_neon_has_dotprod(void);
 #endif
 
@@ -83,13 +86,8 @@ static float ref_exp_sum_f32(int64_t n, float m, float *x) {
 static eli_kernels ref_table, avx2_table, avx512_table, neon_table, neon_dp_table, *best_table;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
-/* dst = base with every non-NULL entry of over applied; the packed kernels are over's only (a table
- * without its own multiplies the row-major data rather than run the reference's packed loops) */
-static void overlay(eli_kernels *dst, const eli_kernels *base, const eli_kernels *over) {
-    *dst = *base;
-    dst->name = over->name;
-    memcpy(dst->packed_gemv, over->packed_gemv, sizeof dst->packed_gemv);
-    memcpy(dst->packed_gemm, over->packed_gemm, sizeof dst->packed_gemm);
+/* every non-NULL entry of over into dst (a weight type's vec_dot comes with its row, tile and gemm kernels) */
+static void apply(eli_kernels *dst, const eli_kernels *over) {
     for (int t = 0; t < ELI_TYPE_COUNT; t++) {
         if (over->vec_dot[t]) {
             dst->vec_dot[t] = over->vec_dot[t];
@@ -99,14 +97,30 @@ static void overlay(eli_kernels *dst, const eli_kernels *base, const eli_kernels
             dst->gemm[t] = over->gemm[t];
             dst->gemm_nr[t] = over->gemm[t] ? over->gemm_nr[t] : 0;
         }
+        if (over->packed_gemv[t]) dst->packed_gemv[t] = over->packed_gemv[t];
+        if (over->packed_gemm[t]) dst->packed_gemm[t] = over->packed_gemm[t];
         if (over->quantize[t]) dst->quantize[t] = over->quantize[t];
         if (over->attn_qk[t]) dst->attn_qk[t] = over->attn_qk[t];
         if (over->attn_pv[t]) dst->attn_pv[t] = over->attn_pv[t];
+    }
+    for (int i = 0; i < ELI_KVQ_COUNT; i++) {
+        if (over->kvq.score[i]) dst->kvq.score[i] = over->kvq.score[i];
+        if (over->kvq.decode[i]) dst->kvq.decode[i] = over->kvq.decode[i];
     }
     if (over->f16_to_f32) dst->f16_to_f32 = over->f16_to_f32;
     if (over->scale_f32) dst->scale_f32 = over->scale_f32;
     if (over->softcap_f32) dst->softcap_f32 = over->softcap_f32;
     if (over->exp_sum_f32) dst->exp_sum_f32 = over->exp_sum_f32;
+}
+
+/* dst = base with every non-NULL entry of over applied; the packed kernels are over's only (a table
+ * without its own multiplies the row-major data rather than run the reference's packed loops) */
+static void overlay(eli_kernels *dst, const eli_kernels *base, const eli_kernels *over) {
+    *dst = *base;
+    dst->name = over->name;
+    memset(dst->packed_gemv, 0, sizeof dst->packed_gemv);
+    memset(dst->packed_gemm, 0, sizeof dst->packed_gemm);
+    apply(dst, over);
 }
 
 static void init_tables(void) {
@@ -129,6 +143,11 @@ static void init_tables(void) {
     ref_table.attn_qk[ELI_TYPE_F16] = ref_qk_f16;
     ref_table.attn_pv[ELI_TYPE_F32] = ref_pv_f32;
     ref_table.attn_pv[ELI_TYPE_F16] = ref_pv_f16;
+    for (int i = 0; i < ELI_KVQ_COUNT; i++) {
+        ref_table.kvq.score[i] = eli_kvq_score_ref;
+        ref_table.kvq.decode[i] = eli_kvq_keys_only(ELI_KVQ_FIRST + (uint32_t)i) ? NULL : eli_kvq_decode_ref;
+    }
+    ref_table.kvq.pv = eli_kvq_pv_fma;
     ref_table.f16_to_f32 = ref_f16_to_f32;
     ref_table.scale_f32 = ref_scale_f32;
     ref_table.softcap_f32 = ref_softcap_f32;
@@ -139,10 +158,14 @@ static void init_tables(void) {
 #if defined(__x86_64__) || defined(__i386__)
     if (eli_kernels_avx2_table.name && f->avx2 && f->fma && f->f16c) {
         overlay(&avx2_table, &ref_table, &eli_kernels_avx2_table);
+        apply(&avx2_table, &eli_tquant_avx2_table);
+        avx2_table.kvq.pv = avx2_table.attn_pv[ELI_TYPE_F32];
         best_table = &avx2_table;
         /* the AVX-512 table covers some formats only: laid over the AVX2 one */
         if (eli_kernels_avx512_table.name && f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni) {
             overlay(&avx512_table, &avx2_table, &eli_kernels_avx512_table);
+            apply(&avx512_table, &eli_tquant_avx512_table);
+            avx512_table.kvq.pv = avx512_table.attn_pv[ELI_TYPE_F32];
             best_table = &avx512_table;
         }
     }
@@ -150,9 +173,14 @@ static void init_tables(void) {
 #if defined(__aarch64__)
     if (eli_kernels_neon_table.name && f->neon) {
         overlay(&neon_table, &ref_table, &eli_kernels_neon_table);
+        apply(&neon_table, &eli_tquant_neon_table);
+        neon_table.kvq.pv = neon_table.attn_pv[ELI_TYPE_F32];
         best_table = &neon_table;
         if (eli_kernels_neon_dotprod_table.name && eli_kernels_neon_has_dotprod()) {
             overlay(&neon_dp_table, &ref_table, &eli_kernels_neon_dotprod_table);
+            apply(&neon_dp_table, &eli_tquant_neon_table);
+            apply(&neon_dp_table, &eli_tquant_neon_dotprod_table);
+            neon_dp_table.kvq.pv = neon_dp_table.attn_pv[ELI_TYPE_F32];
             best_table = &neon_dp_table;
         }
     }

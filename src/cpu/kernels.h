@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kvquant.h"
 #include "quants.h"
 
 #define ELI_KERNEL_MAX_NR 8
@@ -69,6 +70,8 @@ typedef struct eli_kernels {
     /* per KV cache type (F32, F16): the fused attention's two halves */
     eli_attn_qk_fn attn_qk[ELI_TYPE_COUNT];
     eli_attn_pv_fn attn_pv[ELI_TYPE_COUNT];
+    /* per low-bit KV type (kvquant.h): attention straight from the quantized cache */
+    eli_kvq_kernels kvq;
     /* n floats */
     void (*f16_to_f32)(int64_t n, const eli_fp16 *x, float *y);
     void (*scale_f32)(int64_t n, float a, float *y);                /* y *= a */
@@ -78,6 +81,16 @@ typedef struct eli_kernels {
      * within 4e-7 relative of expf, results below 1e-37 may come out as 0 or as tiny values */
     float (*exp_sum_f32)(int64_t n, float m, float *x);
 } eli_kernels;
+
+/* The low-bit KV kernels (kvquant.h) of table k for codec c. */
+static inline void eli_kvq_score(const eli_kernels *k, const eli_kvq *c, int nc, const uint8_t *rows, size_t rb, int G,
+                                 const void *qp, float *s, size_t ss) {
+    k->kvq.score[c->type - ELI_KVQ_FIRST](c, nc, rows, rb, G, qp, s, ss);
+}
+static inline void eli_kvq_accumulate(const eli_kernels *k, const eli_kvq *c, int nc, const uint8_t *rows, size_t rb,
+                                      int G, const float *p, size_t ss, float *acc) {
+    eli_kvq_accum_decoded(c, nc, rows, rb, G, p, ss, acc, k->kvq.decode[c->type - ELI_KVQ_FIRST], k->kvq.pv);
+}
 
 const eli_kernels *eli_kernels_reference(void);
 const eli_kernels *eli_kernels_best(void);

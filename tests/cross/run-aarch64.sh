@@ -48,7 +48,7 @@ CLANG_OPT=OFF
 echo "== configure $BUILD (aarch64, clang=$CLANG_OPT)"
 cmake -S . -B "$BUILD" -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/aarch64-linux-gnu.cmake" -DELI_CROSS_CLANG=$CLANG_OPT -DELI_VISION=OFF \
     -DCMAKE_BUILD_TYPE=Release >/dev/null
-TESTS="test_kernels test_quants"
+TESTS="test_kernels test_quants test_kvquant test_tq4"
 [ "$MODELS" = 1 ] && TESTS="$TESTS test_models"
 echo "== build $TESTS"
 # shellcheck disable=SC2086
