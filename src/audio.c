@@ -38,7 +38,7 @@ static int bind_conv(binder *b, int i, int cin) {
     eli_audio *e = b->e;
     char name[64];
     snprintf(name, sizeof name, "a.conv1d.%d.weight", i);
-    const gguf_tensor *t = gguf_find_tensor(b->p->file, name);
+    const eli_gguf_tensor *t = eli_gguf_find_tensor(b->p->file, name);
     if (!t) return eli_fail(b->err, ELI_ERR_INVALID_ARG, "missing tensor '%s'", name);
     const int64_t cout = t->ne[3];
     if (cout < 1 || cout > ELI_MM_MAX_DIM)
@@ -98,7 +98,7 @@ static int bind_block(binder *b, int il) {
     /* the GGUF's conv_norm is the norm before pw1 and norm_conv the one after the depthwise convolution
      * (llama.cpp's loader swaps the names back) */
     if ((rc = floats(b, &l->conv_norm, NAME("conv_norm.weight"), 1, D, 1, 1))) return rc;
-    const gguf_tensor *pw1 = gguf_find_tensor(b->p->file, NAME("conv_pw1.weight"));
+    const eli_gguf_tensor *pw1 = eli_gguf_find_tensor(b->p->file, NAME("conv_pw1.weight"));
     if (!pw1) return eli_fail(b->err, ELI_ERR_INVALID_ARG, "missing tensor '%s'", nm);
     if (pw1->ne[1] < 2 || pw1->ne[1] % 2 || pw1->ne[1] > 2 * (int64_t)ELI_MM_MAX_DIM)
         return eli_fail(b->err, ELI_ERR_INVALID_ARG, "tensor '%s' has %lld rows, not an even GLU width", nm, (long long)pw1->ne[1]);
@@ -107,7 +107,7 @@ static int bind_block(binder *b, int il) {
     if (G != e->n_conv)
         return eli_fail(b->err, ELI_ERR_INVALID_ARG, "audio block %d has conv width %lld, block 0 %d", il, (long long)G, e->n_conv);
     if ((rc = linear_of(b, &l->pw1, NAME("conv_pw1"), 0, D, 2 * G))) return rc;
-    const gguf_tensor *dw = gguf_find_tensor(b->p->file, NAME("conv_dw.weight"));
+    const eli_gguf_tensor *dw = eli_gguf_find_tensor(b->p->file, NAME("conv_dw.weight"));
     if (!dw) return eli_fail(b->err, ELI_ERR_INVALID_ARG, "missing tensor '%s'", nm);
     if (il == 0) e->K = (int)(dw->ne[0] >= 1 && dw->ne[0] <= MAX_KERNEL ? dw->ne[0] : 0);
     if (e->K < 1 || dw->ne[0] != e->K)
@@ -159,7 +159,7 @@ static int bind_all(binder *b) {
         if ((rc = bind_block(b, il))) return rc;
     /* a.pre_encode.out {D, P} is optional; the embedder then takes the encoder's width */
     int64_t P = e->D;
-    const gguf_tensor *po = gguf_find_tensor(b->p->file, "a.pre_encode.out.weight");
+    const eli_gguf_tensor *po = eli_gguf_find_tensor(b->p->file, "a.pre_encode.out.weight");
     if (po) {
         P = po->ne[1];
         if (P < 1 || P > ELI_MM_MAX_DIM)

@@ -15,7 +15,7 @@
 #define GGUF_MAX_NAME 256        /* tensor name length limit (ggml itself uses 64) */
 #define GGUF_MAX_ARRAY_DEPTH 8   /* nested arrays deeper than this are refused */
 
-struct gguf_file {
+struct eli_gguf_file {
     const uint8_t *base;
     size_t size;
     eli_os_map map; /* the mapped file (fd -1 for a memory buffer) */
@@ -24,9 +24,9 @@ struct gguf_file {
     uint32_t alignment;
     uint64_t data_offset;
     uint64_t n_kv;
-    gguf_kv *kv;
+    eli_gguf_kv *kv;
     uint64_t n_tensors;
-    gguf_tensor *tensors;
+    eli_gguf_tensor *tensors;
     /* open-addressing hash tables of indices (+1; 0 = empty), capacity a power of two */
     uint64_t *kv_index, *tensor_index;
     uint64_t kv_cap, tensor_cap;
@@ -72,7 +72,7 @@ static int rd_u64(reader *r, uint64_t *v) {
     return rc;
 }
 
-static int rd_str(reader *r, gguf_str *s) {
+static int rd_str(reader *r, eli_gguf_str *s) {
     uint64_t len;
     int rc = rd_u64(r, &len);
     if (rc) return rc;
@@ -83,7 +83,7 @@ static int rd_str(reader *r, gguf_str *s) {
     return ELI_OK;
 }
 
-size_t gguf_scalar_size(uint32_t t) {
+size_t eli_gguf_scalar_size(uint32_t t) {
     switch (t) {
     case GGUF_VT_UINT8: case GGUF_VT_INT8: case GGUF_VT_BOOL: return 1;
     case GGUF_VT_UINT16: case GGUF_VT_INT16: return 2;
@@ -93,7 +93,7 @@ size_t gguf_scalar_size(uint32_t t) {
     }
 }
 
-const char *gguf_type_name(uint32_t t) {
+const char *eli_gguf_type_name(uint32_t t) {
     static const char *names[GGUF_VT_COUNT] = {"u8",  "i8",  "u16",   "i16", "u32", "i32", "f32",
                                                "bool", "str", "array", "u64", "i64", "f64"};
     return t < GGUF_VT_COUNT ? names[t] : "invalid";
@@ -106,8 +106,8 @@ static uint64_t load_le(const uint8_t *p, size_t n) {
 }
 
 /* Decodes one scalar of type t from p into v (integers extended, floats widened). */
-static void decode_scalar(uint32_t t, const uint8_t *p, gguf_value *v) {
-    uint64_t raw = load_le(p, gguf_scalar_size(t));
+static void decode_scalar(uint32_t t, const uint8_t *p, eli_gguf_value *v) {
+    uint64_t raw = load_le(p, eli_gguf_scalar_size(t));
     v->type = t;
     switch (t) {
     case GGUF_VT_INT8: v->v.i64 = (int8_t)raw; break;
@@ -126,7 +126,7 @@ static void decode_scalar(uint32_t t, const uint8_t *p, gguf_value *v) {
     }
 }
 
-static void value_free(gguf_value *v) {
+static void value_free(eli_gguf_value *v) {
     if (v->type != GGUF_VT_ARRAY) return;
     free(v->v.arr.strs);
     if (v->v.arr.items) {
@@ -135,13 +135,13 @@ static void value_free(gguf_value *v) {
     }
 }
 
-static int rd_value(reader *r, uint32_t type, gguf_value *v, int depth, const char *key) {
+static int rd_value(reader *r, uint32_t type, eli_gguf_value *v, int depth, const char *key) {
     memset(v, 0, sizeof *v);
     v->type = type;
     int rc;
     if (type == GGUF_VT_STRING) return rd_str(r, &v->v.str);
     if (type != GGUF_VT_ARRAY) {
-        size_t sz = gguf_scalar_size(type);
+        size_t sz = eli_gguf_scalar_size(type);
         if (!sz) return eli_fail(r->err, ELI_ERR_INVALID_ARG, "key '%s': unknown value type %u", key, type);
         if ((rc = rd_need(r, sz))) return rc;
         decode_scalar(type, r->base + r->pos, v);
@@ -167,15 +167,15 @@ static int rd_value(reader *r, uint32_t type, gguf_value *v, int depth, const ch
         if (n > remaining / min_elem)
             return eli_fail(r->err, ELI_ERR_INVALID_ARG,
                             "key '%s': array of %llu %s elements cannot fit in the %zu bytes left", key,
-                            (unsigned long long)n, gguf_type_name(et), remaining);
+                            (unsigned long long)n, eli_gguf_type_name(et), remaining);
         if (et == GGUF_VT_STRING) {
-            v->v.arr.strs = calloc(n ? n : 1, sizeof(gguf_str));
+            v->v.arr.strs = calloc(n ? n : 1, sizeof(eli_gguf_str));
             if (!v->v.arr.strs) return eli_fail(r->err, ELI_ERR_OOM, "key '%s': out of memory", key);
             v->v.arr.n = n;
             for (uint64_t i = 0; i < n; i++)
                 if ((rc = rd_str(r, &v->v.arr.strs[i]))) return rc;
         } else {
-            v->v.arr.items = calloc(n ? n : 1, sizeof(gguf_value));
+            v->v.arr.items = calloc(n ? n : 1, sizeof(eli_gguf_value));
             if (!v->v.arr.items) return eli_fail(r->err, ELI_ERR_OOM, "key '%s': out of memory", key);
             v->v.arr.n = n;
             for (uint64_t i = 0; i < n; i++)
@@ -183,11 +183,11 @@ static int rd_value(reader *r, uint32_t type, gguf_value *v, int depth, const ch
         }
         return ELI_OK;
     }
-    size_t es = gguf_scalar_size(et);
+    size_t es = eli_gguf_scalar_size(et);
     if (n > remaining / es)
         return eli_fail(r->err, ELI_ERR_INVALID_ARG,
                         "key '%s': array of %llu %s elements needs more than the %zu bytes left", key,
-                        (unsigned long long)n, gguf_type_name(et), remaining);
+                        (unsigned long long)n, eli_gguf_type_name(et), remaining);
     v->v.arr.n = n;
     v->v.arr.raw = r->base + r->pos;
     if (et == GGUF_VT_BOOL)
@@ -206,7 +206,7 @@ static uint64_t hash_name(const char *s) {
 }
 
 /* Builds an index table over n names; returns the index of a duplicate (+1) or 0, -1 on OOM. */
-static int64_t build_index(uint64_t n, const char *(*name_at)(const gguf_file *, uint64_t), const gguf_file *f,
+static int64_t build_index(uint64_t n, const char *(*name_at)(const eli_gguf_file *, uint64_t), const eli_gguf_file *f,
                            uint64_t **table, uint64_t *cap) {
     uint64_t c = 16;
     while (c < 2 * n) c <<= 1;
@@ -226,11 +226,11 @@ static int64_t build_index(uint64_t n, const char *(*name_at)(const gguf_file *,
     return 0;
 }
 
-static const char *kv_name_at(const gguf_file *f, uint64_t i) { return f->kv[i].key; }
-static const char *tensor_name_at(const gguf_file *f, uint64_t i) { return f->tensors[i].name; }
+static const char *kv_name_at(const eli_gguf_file *f, uint64_t i) { return f->kv[i].key; }
+static const char *tensor_name_at(const eli_gguf_file *f, uint64_t i) { return f->tensors[i].name; }
 
 static int64_t lookup(const uint64_t *table, uint64_t cap, const char *name,
-                      const char *(*name_at)(const gguf_file *, uint64_t), const gguf_file *f) {
+                      const char *(*name_at)(const eli_gguf_file *, uint64_t), const eli_gguf_file *f) {
     if (!table || !name) return -1;
     uint64_t h = hash_name(name) & (cap - 1);
     while (table[h]) {
@@ -240,8 +240,8 @@ static int64_t lookup(const uint64_t *table, uint64_t cap, const char *name,
     return -1;
 }
 
-/* Copies a gguf_str into a NUL-terminated string; refuses embedded NULs. */
-static char *dup_name(gguf_str s, const char *what, uint64_t idx, eli_error *err) {
+/* Copies a eli_gguf_str into a NUL-terminated string; refuses embedded NULs. */
+static char *dup_name(eli_gguf_str s, const char *what, uint64_t idx, eli_error *err) {
     if (memchr(s.ptr, 0, s.len)) {
         eli_fail(err, ELI_ERR_INVALID_ARG, "%s #%llu: name contains a NUL byte", what, (unsigned long long)idx);
         return NULL;
@@ -256,7 +256,7 @@ static char *dup_name(gguf_str s, const char *what, uint64_t idx, eli_error *err
     return c;
 }
 
-static int parse(gguf_file *f, eli_error *err) {
+static int parse(eli_gguf_file *f, eli_error *err) {
     reader r = {f->base, f->size, 0, err, "header"};
     int rc;
     char magic[4];
@@ -283,7 +283,7 @@ static int parse(gguf_file *f, eli_error *err) {
     for (uint64_t i = 0; i < n_kv; i++) {
         snprintf(ctx, sizeof ctx, "metadata entry #%llu", (unsigned long long)i);
         r.ctx = ctx;
-        gguf_str key;
+        eli_gguf_str key;
         uint32_t type;
         if ((rc = rd_str(&r, &key))) return rc;
         if (key.len == 0) return eli_fail(err, ELI_ERR_INVALID_ARG, "metadata entry #%llu has an empty key", (unsigned long long)i);
@@ -300,10 +300,10 @@ static int parse(gguf_file *f, eli_error *err) {
     if (dup) return eli_fail(err, ELI_ERR_INVALID_ARG, "duplicate metadata key '%s'", f->kv[dup - 1].key);
 
     f->alignment = GGUF_DEFAULT_ALIGNMENT;
-    const gguf_value *al = gguf_find(f, "general.alignment");
+    const eli_gguf_value *al = eli_gguf_find(f, "general.alignment");
     if (al) {
         if (al->type != GGUF_VT_UINT32)
-            return eli_fail(err, ELI_ERR_INVALID_ARG, "general.alignment has type %s, expected u32", gguf_type_name(al->type));
+            return eli_fail(err, ELI_ERR_INVALID_ARG, "general.alignment has type %s, expected u32", eli_gguf_type_name(al->type));
         uint64_t a = al->v.u64;
         if (a == 0 || (a & (a - 1)) || a > (1u << 20))
             return eli_fail(err, ELI_ERR_INVALID_ARG, "general.alignment %llu is not a power of two <= 1 MiB", (unsigned long long)a);
@@ -313,10 +313,10 @@ static int parse(gguf_file *f, eli_error *err) {
     f->tensors = calloc(n_tensors ? n_tensors : 1, sizeof *f->tensors);
     if (!f->tensors) return eli_fail(err, ELI_ERR_OOM, "out of memory for %llu tensors", (unsigned long long)n_tensors);
     for (uint64_t i = 0; i < n_tensors; i++) {
-        gguf_tensor *t = &f->tensors[i];
+        eli_gguf_tensor *t = &f->tensors[i];
         snprintf(ctx, sizeof ctx, "tensor info #%llu", (unsigned long long)i);
         r.ctx = ctx;
-        gguf_str name;
+        eli_gguf_str name;
         if ((rc = rd_str(&r, &name))) return rc;
         if (name.len == 0 || name.len >= GGUF_MAX_NAME)
             return eli_fail(err, ELI_ERR_INVALID_ARG, "tensor #%llu: name length %llu is not in [1, %d)",
@@ -366,7 +366,7 @@ static int parse(gguf_file *f, eli_error *err) {
     f->data_offset = data;
     uint64_t avail = f->size > data ? f->size - data : 0;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
-        gguf_tensor *t = &f->tensors[i];
+        eli_gguf_tensor *t = &f->tensors[i];
         if (t->offset > avail || t->nbytes > avail - t->offset)
             return eli_fail(err, ELI_ERR_INVALID_ARG,
                             "tensor '%s': data [%llu, +%llu) lies outside the %llu bytes of the data section", t->name,
@@ -376,20 +376,20 @@ static int parse(gguf_file *f, eli_error *err) {
     return ELI_OK;
 }
 
-static gguf_file *open_common(gguf_file *f, eli_error *err) {
+static eli_gguf_file *open_common(eli_gguf_file *f, eli_error *err) {
     if (parse(f, err) != ELI_OK) {
-        gguf_close(f);
+        eli_gguf_close(f);
         return NULL;
     }
     return f;
 }
 
-gguf_file *gguf_open_memory(const void *buf, size_t size, eli_error *err) {
+eli_gguf_file *eli_gguf_open_memory(const void *buf, size_t size, eli_error *err) {
     if (!buf && size) {
         eli_fail(err, ELI_ERR_INVALID_ARG, "NULL buffer");
         return NULL;
     }
-    gguf_file *f = calloc(1, sizeof *f);
+    eli_gguf_file *f = calloc(1, sizeof *f);
     if (!f) {
         eli_fail(err, ELI_ERR_OOM, "out of memory");
         return NULL;
@@ -401,12 +401,12 @@ gguf_file *gguf_open_memory(const void *buf, size_t size, eli_error *err) {
     return open_common(f, err);
 }
 
-gguf_file *gguf_open(const char *path, eli_error *err) {
+eli_gguf_file *eli_gguf_open(const char *path, eli_error *err) {
     if (!path) {
         eli_fail(err, ELI_ERR_INVALID_ARG, "NULL path");
         return NULL;
     }
-    gguf_file *f = calloc(1, sizeof *f);
+    eli_gguf_file *f = calloc(1, sizeof *f);
     if (!f || !(f->path = strdup(path))) {
         free(f);
         eli_fail(err, ELI_ERR_OOM, "out of memory");
@@ -419,8 +419,8 @@ gguf_file *gguf_open(const char *path, eli_error *err) {
     f->base = f->map.base;
     f->size = f->map.size;
     f = open_common(f, err);
-    if (f && gguf_check_mapping(f, err)) {
-        gguf_close(f);
+    if (f && eli_gguf_check_mapping(f, err)) {
+        eli_gguf_close(f);
         f = NULL;
     } else if (!f) {
         eli_error_prefix(err, "%s", path);
@@ -428,7 +428,7 @@ gguf_file *gguf_open(const char *path, eli_error *err) {
     return f;
 }
 
-void gguf_close(gguf_file *f) {
+void eli_gguf_close(eli_gguf_file *f) {
     if (!f) return;
     for (uint64_t i = 0; i < f->n_kv; i++) {
         free(f->kv[i].key);
@@ -444,25 +444,25 @@ void gguf_close(gguf_file *f) {
     free(f);
 }
 
-int gguf_check_mapping(const gguf_file *f, eli_error *err) {
+int eli_gguf_check_mapping(const eli_gguf_file *f, eli_error *err) {
     if (!eli_os_map_faulted(&f->map)) return ELI_OK;
     return eli_fail(err, ELI_ERR_BUNDLE_INVALID, "model file '%s' shrank while mapped (it had %zu bytes): reload it",
                     f->path, f->size);
 }
 
-uint32_t gguf_version(const gguf_file *f) { return f->version; }
-uint64_t gguf_file_size(const gguf_file *f) { return f->size; }
-uint32_t gguf_alignment(const gguf_file *f) { return f->alignment; }
-uint64_t gguf_data_offset(const gguf_file *f) { return f->data_offset; }
-const void *gguf_mapping(const gguf_file *f) { return f->base; }
+uint32_t eli_gguf_version(const eli_gguf_file *f) { return f->version; }
+uint64_t eli_gguf_file_size(const eli_gguf_file *f) { return f->size; }
+uint32_t eli_gguf_alignment(const eli_gguf_file *f) { return f->alignment; }
+uint64_t eli_gguf_data_offset(const eli_gguf_file *f) { return f->data_offset; }
+const void *eli_gguf_mapping(const eli_gguf_file *f) { return f->base; }
 
 /* the file offset of the n bytes the mapping shows at p, -1 when they are not all inside the file */
-static int64_t file_offset(const gguf_file *f, const void *at, size_t n) {
+static int64_t file_offset(const eli_gguf_file *f, const void *at, size_t n) {
     const uint8_t *p = at;
     return p < f->base || n > f->size || (size_t)(p - f->base) > f->size - n ? -1 : (int64_t)(p - f->base);
 }
 
-int gguf_read_at(const gguf_file *f, const void *at, size_t n, void *dst) {
+int eli_gguf_read_at(const eli_gguf_file *f, const void *at, size_t n, void *dst) {
     const int64_t off = file_offset(f, at, n);
     if (off < 0) return EINVAL;
     if (f->map.fd < 0) {
@@ -472,30 +472,30 @@ int gguf_read_at(const gguf_file *f, const void *at, size_t n, void *dst) {
     return eli_os_read_at(&f->map, (uint64_t)off, n, dst);
 }
 
-void gguf_advise_random(const gguf_file *f, const void *at, size_t n) { eli_os_advise(&f->map, at, n, ELI_OS_RANDOM); }
+void eli_gguf_advise_random(const eli_gguf_file *f, const void *at, size_t n) { eli_os_advise(&f->map, at, n, ELI_OS_RANDOM); }
 
-void gguf_drop_pages(const gguf_file *f, const void *at, size_t n) { eli_os_advise(&f->map, at, n, ELI_OS_DROP); }
-uint64_t gguf_n_kv(const gguf_file *f) { return f->n_kv; }
-const gguf_kv *gguf_kv_at(const gguf_file *f, uint64_t i) { return i < f->n_kv ? &f->kv[i] : NULL; }
-uint64_t gguf_n_tensors(const gguf_file *f) { return f->n_tensors; }
-const gguf_tensor *gguf_tensor_at(const gguf_file *f, uint64_t i) { return i < f->n_tensors ? &f->tensors[i] : NULL; }
+void eli_gguf_drop_pages(const eli_gguf_file *f, const void *at, size_t n) { eli_os_advise(&f->map, at, n, ELI_OS_DROP); }
+uint64_t eli_gguf_n_kv(const eli_gguf_file *f) { return f->n_kv; }
+const eli_gguf_kv *eli_gguf_kv_at(const eli_gguf_file *f, uint64_t i) { return i < f->n_kv ? &f->kv[i] : NULL; }
+uint64_t eli_gguf_n_tensors(const eli_gguf_file *f) { return f->n_tensors; }
+const eli_gguf_tensor *eli_gguf_tensor_at(const eli_gguf_file *f, uint64_t i) { return i < f->n_tensors ? &f->tensors[i] : NULL; }
 
-const gguf_value *gguf_find(const gguf_file *f, const char *key) {
+const eli_gguf_value *eli_gguf_find(const eli_gguf_file *f, const char *key) {
     int64_t i = lookup(f->kv_index, f->kv_cap, key, kv_name_at, f);
     return i < 0 ? NULL : &f->kv[i].value;
 }
 
-const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name) {
+const eli_gguf_tensor *eli_gguf_find_tensor(const eli_gguf_file *f, const char *name) {
     int64_t i = lookup(f->tensor_index, f->tensor_cap, name, tensor_name_at, f);
     return i < 0 ? NULL : &f->tensors[i];
 }
 
-int64_t gguf_tensor_nelements(const gguf_tensor *t) { return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]; }
+int64_t eli_gguf_tensor_nelements(const eli_gguf_tensor *t) { return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]; }
 
-uint64_t gguf_value_count(const gguf_value *v) { return v->type == GGUF_VT_ARRAY ? v->v.arr.n : 1; }
+uint64_t eli_gguf_value_count(const eli_gguf_value *v) { return v->type == GGUF_VT_ARRAY ? v->v.arr.n : 1; }
 
 /* Resolves a scalar or array element into a decoded scalar value. */
-static int element(const gguf_value *v, uint64_t idx, gguf_value *out, const char *what, eli_error *err) {
+static int element(const eli_gguf_value *v, uint64_t idx, eli_gguf_value *out, const char *what, eli_error *err) {
     if (v->type != GGUF_VT_ARRAY) {
         if (idx) return eli_fail(err, ELI_ERR_INVALID_ARG, "%s: index %llu of a scalar", what, (unsigned long long)idx);
         *out = *v;
@@ -505,14 +505,14 @@ static int element(const gguf_value *v, uint64_t idx, gguf_value *out, const cha
     if (idx >= v->v.arr.n)
         return eli_fail(err, ELI_ERR_INVALID_ARG, "%s: index %llu out of range (array has %llu elements)", what,
                         (unsigned long long)idx, (unsigned long long)v->v.arr.n);
-    if (!gguf_scalar_size(et))
-        return eli_fail(err, ELI_ERR_INVALID_ARG, "%s: array of %s is not numeric", what, gguf_type_name(et));
-    decode_scalar(et, v->v.arr.raw + idx * gguf_scalar_size(et), out);
+    if (!eli_gguf_scalar_size(et))
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "%s: array of %s is not numeric", what, eli_gguf_type_name(et));
+    decode_scalar(et, v->v.arr.raw + idx * eli_gguf_scalar_size(et), out);
     return ELI_OK;
 }
 
-int gguf_value_i64(const gguf_value *v, uint64_t idx, int64_t *out, const char *what, eli_error *err) {
-    gguf_value s = {0};
+int eli_gguf_value_i64(const eli_gguf_value *v, uint64_t idx, int64_t *out, const char *what, eli_error *err) {
+    eli_gguf_value s = {0};
     int rc = element(v, idx, &s, what, err);
     if (rc) return rc;
     switch (s.type) {
@@ -526,12 +526,12 @@ int gguf_value_i64(const gguf_value *v, uint64_t idx, int64_t *out, const char *
             return eli_fail(err, ELI_ERR_INVALID_ARG, "%s: %g is not an integer", what, s.v.f64);
         *out = (int64_t)s.v.f64;
         return ELI_OK;
-    default: return eli_fail(err, ELI_ERR_INVALID_ARG, "%s: has type %s, expected a number", what, gguf_type_name(s.type));
+    default: return eli_fail(err, ELI_ERR_INVALID_ARG, "%s: has type %s, expected a number", what, eli_gguf_type_name(s.type));
     }
 }
 
-int gguf_value_f64(const gguf_value *v, uint64_t idx, double *out, const char *what, eli_error *err) {
-    gguf_value s = {0};
+int eli_gguf_value_f64(const eli_gguf_value *v, uint64_t idx, double *out, const char *what, eli_error *err) {
+    eli_gguf_value s = {0};
     int rc = element(v, idx, &s, what, err);
     if (rc) return rc;
     switch (s.type) {
@@ -540,61 +540,61 @@ int gguf_value_f64(const gguf_value *v, uint64_t idx, double *out, const char *w
     case GGUF_VT_UINT8: case GGUF_VT_UINT16: case GGUF_VT_UINT32: case GGUF_VT_UINT64: case GGUF_VT_BOOL:
         *out = (double)s.v.u64;
         return ELI_OK;
-    default: return eli_fail(err, ELI_ERR_INVALID_ARG, "%s: has type %s, expected a number", what, gguf_type_name(s.type));
+    default: return eli_fail(err, ELI_ERR_INVALID_ARG, "%s: has type %s, expected a number", what, eli_gguf_type_name(s.type));
     }
 }
 
-int gguf_get_u32(const gguf_file *f, const char *key, uint32_t *out, eli_error *err) {
-    const gguf_value *v = gguf_find(f, key);
+int eli_gguf_get_u32(const eli_gguf_file *f, const char *key, uint32_t *out, eli_error *err) {
+    const eli_gguf_value *v = eli_gguf_find(f, key);
     if (!v) return 0;
     if (v->type == GGUF_VT_ARRAY) return eli_fail(err, ELI_ERR_INVALID_ARG, "%s: is an array, expected a scalar", key);
     int64_t x = 0;
-    int rc = gguf_value_i64(v, 0, &x, key, err);
+    int rc = eli_gguf_value_i64(v, 0, &x, key, err);
     if (rc) return rc;
     if (x < 0 || x > UINT32_MAX) return eli_fail(err, ELI_ERR_INVALID_ARG, "%s: value %lld out of range for u32", key, (long long)x);
     *out = (uint32_t)x;
     return 1;
 }
 
-int gguf_get_f32(const gguf_file *f, const char *key, float *out, eli_error *err) {
-    const gguf_value *v = gguf_find(f, key);
+int eli_gguf_get_f32(const eli_gguf_file *f, const char *key, float *out, eli_error *err) {
+    const eli_gguf_value *v = eli_gguf_find(f, key);
     if (!v) return 0;
     if (v->type == GGUF_VT_ARRAY) return eli_fail(err, ELI_ERR_INVALID_ARG, "%s: is an array, expected a scalar", key);
     double x = 0;
-    int rc = gguf_value_f64(v, 0, &x, key, err);
+    int rc = eli_gguf_value_f64(v, 0, &x, key, err);
     if (rc) return rc;
     *out = (float)x;
     return 1;
 }
 
-int gguf_get_bool(const gguf_file *f, const char *key, int *out, eli_error *err) {
-    const gguf_value *v = gguf_find(f, key);
+int eli_gguf_get_bool(const eli_gguf_file *f, const char *key, int *out, eli_error *err) {
+    const eli_gguf_value *v = eli_gguf_find(f, key);
     if (!v) return 0;
     if (v->type != GGUF_VT_BOOL)
-        return eli_fail(err, ELI_ERR_INVALID_ARG, "%s: has type %s, expected bool", key, gguf_type_name(v->type));
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "%s: has type %s, expected bool", key, eli_gguf_type_name(v->type));
     *out = v->v.u64 != 0;
     return 1;
 }
 
-int gguf_get_str(const gguf_file *f, const char *key, gguf_str *out, eli_error *err) {
-    const gguf_value *v = gguf_find(f, key);
+int eli_gguf_get_str(const eli_gguf_file *f, const char *key, eli_gguf_str *out, eli_error *err) {
+    const eli_gguf_value *v = eli_gguf_find(f, key);
     if (!v) return 0;
     if (v->type != GGUF_VT_STRING)
-        return eli_fail(err, ELI_ERR_INVALID_ARG, "%s: has type %s, expected str", key, gguf_type_name(v->type));
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "%s: has type %s, expected str", key, eli_gguf_type_name(v->type));
     *out = v->v.str;
     return 1;
 }
 
-int gguf_get_arr(const gguf_file *f, const char *key, uint32_t elem_type, const gguf_value **out, eli_error *err) {
-    const gguf_value *v = gguf_find(f, key);
+int eli_gguf_get_arr(const eli_gguf_file *f, const char *key, uint32_t elem_type, const eli_gguf_value **out, eli_error *err) {
+    const eli_gguf_value *v = eli_gguf_find(f, key);
     if (!v) return 0;
     if (v->type != GGUF_VT_ARRAY)
-        return eli_fail(err, ELI_ERR_INVALID_ARG, "%s: has type %s, expected an array", key, gguf_type_name(v->type));
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "%s: has type %s, expected an array", key, eli_gguf_type_name(v->type));
     if (elem_type != GGUF_VT_COUNT && v->v.arr.elem_type != elem_type)
         return eli_fail(err, ELI_ERR_INVALID_ARG, "%s: is an array of %s, expected %s", key,
-                        gguf_type_name(v->v.arr.elem_type), gguf_type_name(elem_type));
+                        eli_gguf_type_name(v->v.arr.elem_type), eli_gguf_type_name(elem_type));
     *out = v;
     return 1;
 }
 
-int gguf_str_eq(gguf_str s, const char *c) { return strlen(c) == s.len && !memcmp(s.ptr, c, s.len); }
+int eli_gguf_str_eq(eli_gguf_str s, const char *c) { return strlen(c) == s.len && !memcmp(s.ptr, c, s.len); }

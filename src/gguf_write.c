@@ -44,7 +44,7 @@ static void put_strn(mbuf *b, const char *s, uint64_t n) {
 static void put_str(mbuf *b, const char *s) { put_strn(b, s, strlen(s)); }
 
 /* the body of a value as the reader decoded it (its type already written) */
-static void put_value(mbuf *b, const gguf_value *v) {
+static void put_value(mbuf *b, const eli_gguf_value *v) {
     if (v->type == GGUF_VT_STRING) {
         put_strn(b, v->v.str.ptr, v->v.str.len);
     } else if (v->type == GGUF_VT_ARRAY) {
@@ -54,7 +54,7 @@ static void put_value(mbuf *b, const gguf_value *v) {
         for (uint64_t i = 0; et == GGUF_VT_STRING && i < v->v.arr.n; i++)
             put_strn(b, v->v.arr.strs[i].ptr, v->v.arr.strs[i].len);
         for (uint64_t i = 0; et == GGUF_VT_ARRAY && i < v->v.arr.n; i++) put_value(b, &v->v.arr.items[i]);
-        if (et != GGUF_VT_STRING && et != GGUF_VT_ARRAY) put(b, v->v.arr.raw, gguf_scalar_size(et) * (size_t)v->v.arr.n);
+        if (et != GGUF_VT_STRING && et != GGUF_VT_ARRAY) put(b, v->v.arr.raw, eli_gguf_scalar_size(et) * (size_t)v->v.arr.n);
     } else if (v->type == GGUF_VT_FLOAT32) {
         const float f = (float)v->v.f64; /* the reader widened the float exactly */
         uint32_t u;
@@ -65,7 +65,7 @@ static void put_value(mbuf *b, const gguf_value *v) {
         memcpy(&u, &v->v.f64, 8);
         put_le(b, u, 8);
     } else {
-        put_le(b, v->v.u64, gguf_scalar_size(v->type)); /* the signed types' low bytes are their bits */
+        put_le(b, v->v.u64, eli_gguf_scalar_size(v->type)); /* the signed types' low bytes are their bits */
     }
 }
 
@@ -147,7 +147,7 @@ int eli_gguf_set_str(eli_gguf_writer *w, const char *key, const char *v, eli_err
 
 int eli_gguf_set_arr(eli_gguf_writer *w, const char *key, uint32_t elem_type, const void *data, uint64_t n,
                      eli_error *err) {
-    const size_t es = gguf_scalar_size(elem_type);
+    const size_t es = eli_gguf_scalar_size(elem_type);
     if (!es) return eli_fail(err, ELI_ERR_INVALID_ARG, "gguf writer: '%s': bad array element type %u", key, elem_type);
     if (kv_head(w, key, GGUF_VT_ARRAY, err)) return err ? err->code : ELI_ERR_INVALID_ARG;
     put_le(&w->kv, elem_type, 4);
@@ -165,7 +165,7 @@ int eli_gguf_set_arr_str(eli_gguf_writer *w, const char *key, const char *const 
     return check(w, err);
 }
 
-int eli_gguf_copy_kv(eli_gguf_writer *w, const char *key, const gguf_value *v, eli_error *err) {
+int eli_gguf_copy_kv(eli_gguf_writer *w, const char *key, const eli_gguf_value *v, eli_error *err) {
     if (v->type >= GGUF_VT_COUNT) return eli_fail(err, ELI_ERR_INVALID_ARG, "gguf writer: '%s': bad value type %u", key, v->type);
     if (kv_head(w, key, v->type, err)) return err ? err->code : ELI_ERR_INVALID_ARG;
     put_value(&w->kv, v);

@@ -33,8 +33,8 @@ int eli_gguf_set_arr(eli_gguf_writer *w, const char *key, uint32_t elem_type, co
                      eli_error *err);
 int eli_gguf_set_arr_str(eli_gguf_writer *w, const char *key, const char *const *v, uint64_t n, eli_error *err);
 /* A value of any type as gguf.h read it (nested arrays included), e.g. to copy another file's metadata. */
-struct gguf_value;
-int eli_gguf_copy_kv(eli_gguf_writer *w, const char *key, const struct gguf_value *v, eli_error *err);
+struct eli_gguf_value;
+int eli_gguf_copy_kv(eli_gguf_writer *w, const char *key, const struct eli_gguf_value *v, eli_error *err);
 
 /* Declares the next tensor (ggml type id, ne[0] fastest). Must precede the first eli_gguf_write_data. */
 int eli_gguf_add_tensor(eli_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const int64_t *ne,

@@ -21,7 +21,7 @@ const char *eli_mmproj_type(const eli_mmproj *p, eli_mm_tower t) {
 
 int eli_mmproj_u32(const eli_mmproj *p, const char *key, int required, int lo, int hi, int *out, eli_error *err) {
     uint32_t v;
-    const int rc = gguf_get_u32(p->file, key, &v, err);
+    const int rc = eli_gguf_get_u32(p->file, key, &v, err);
     if (rc < 0) return rc;
     if (rc == 0)
         return required ? eli_fail(err, ELI_ERR_INVALID_ARG, "missing required key '%s'", key) : ELI_OK;
@@ -33,7 +33,7 @@ int eli_mmproj_u32(const eli_mmproj *p, const char *key, int required, int lo, i
 
 int eli_mmproj_f32(const eli_mmproj *p, const char *key, int required, float *out, eli_error *err) {
     float v;
-    const int rc = gguf_get_f32(p->file, key, &v, err);
+    const int rc = eli_gguf_get_f32(p->file, key, &v, err);
     if (rc < 0) return rc;
     if (rc == 0)
         return required ? eli_fail(err, ELI_ERR_INVALID_ARG, "missing required key '%s'", key) : ELI_OK;
@@ -43,22 +43,22 @@ int eli_mmproj_f32(const eli_mmproj *p, const char *key, int required, float *ou
 }
 
 int eli_mmproj_bool(const eli_mmproj *p, const char *key, int *out, eli_error *err) {
-    const int rc = gguf_get_bool(p->file, key, out, err);
+    const int rc = eli_gguf_get_bool(p->file, key, out, err);
     return rc < 0 ? rc : ELI_OK;
 }
 
 int eli_mmproj_f32_array(const eli_mmproj *p, const char *key, int required, int n, float *out, eli_error *err) {
-    const gguf_value *v;
-    int rc = gguf_get_arr(p->file, key, GGUF_VT_COUNT, &v, err);
+    const eli_gguf_value *v;
+    int rc = eli_gguf_get_arr(p->file, key, GGUF_VT_COUNT, &v, err);
     if (rc < 0) return rc;
     if (rc == 0)
         return required ? eli_fail(err, ELI_ERR_INVALID_ARG, "missing required key '%s'", key) : ELI_OK;
-    if (gguf_value_count(v) < (uint64_t)n)
+    if (eli_gguf_value_count(v) < (uint64_t)n)
         return eli_fail(err, ELI_ERR_INVALID_ARG, "key '%s' has %llu elements, expected at least %d", key,
-                        (unsigned long long)gguf_value_count(v), n);
+                        (unsigned long long)eli_gguf_value_count(v), n);
     for (int i = 0; i < n; i++) {
         double d;
-        if ((rc = gguf_value_f64(v, (uint64_t)i, &d, key, err))) return rc;
+        if ((rc = eli_gguf_value_f64(v, (uint64_t)i, &d, key, err))) return rc;
         if (!isfinite(d) || fabs(d) > FLT_MAX)
             return eli_fail(err, ELI_ERR_INVALID_ARG, "key '%s'[%d] = %g is not a finite float", key, i, d);
         out[i] = (float)d;
@@ -107,17 +107,17 @@ int eli_mmproj_hparams(const eli_mmproj *p, eli_mm_tower t, eli_mm_hparams *hp, 
 
 /* ---- tensors ---- */
 
-static int shape_error(const gguf_tensor *t, const int64_t ne[4], eli_error *err) {
+static int shape_error(const eli_gguf_tensor *t, const int64_t ne[4], eli_error *err) {
     return eli_fail(err, ELI_ERR_INVALID_ARG,
                     "tensor '%s' has shape {%lld, %lld, %lld, %lld}, expected {%lld, %lld, %lld, %lld}", t->name,
                     (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3], (long long)ne[0],
                     (long long)ne[1], (long long)ne[2], (long long)ne[3]);
 }
 
-int eli_mmproj_tensor(const eli_mmproj *p, const char *name, int required, const int64_t ne[4], const gguf_tensor **out,
+int eli_mmproj_tensor(const eli_mmproj *p, const char *name, int required, const int64_t ne[4], const eli_gguf_tensor **out,
                       eli_error *err) {
     *out = NULL;
-    const gguf_tensor *t = gguf_find_tensor(p->file, name);
+    const eli_gguf_tensor *t = eli_gguf_find_tensor(p->file, name);
     if (!t) return required ? eli_fail(err, ELI_ERR_INVALID_ARG, "missing tensor '%s'", name) : ELI_OK;
     for (int d = 0; d < 4; d++)
         if (t->ne[d] != ne[d]) return shape_error(t, ne, err);
@@ -128,7 +128,7 @@ int eli_mmproj_tensor(const eli_mmproj *p, const char *name, int required, const
     /* the kernels read F32 rows as floats and the other formats' fp16 fields as halves */
     if ((uintptr_t)t->data % (t->type == ELI_TYPE_F32 ? 4 : 2))
         return eli_fail(err, ELI_ERR_INVALID_ARG, "tensor '%s': its data is not aligned for type %s (file alignment %u)", name,
-                        eli_type_name(t->type), gguf_alignment(p->file));
+                        eli_type_name(t->type), eli_gguf_alignment(p->file));
     *out = t;
     return ELI_OK;
 }
@@ -136,10 +136,10 @@ int eli_mmproj_tensor(const eli_mmproj *p, const char *name, int required, const
 int eli_mmproj_f32_tensor(eli_mmproj *p, const char *name, int required, const int64_t ne[4], const float **out,
                           eli_error *err) {
     *out = NULL;
-    const gguf_tensor *t;
+    const eli_gguf_tensor *t;
     int rc = eli_mmproj_tensor(p, name, required, ne, &t, err);
     if (rc || !t) return rc;
-    const int64_t n = gguf_tensor_nelements(t), row = t->ne[0];
+    const int64_t n = eli_gguf_tensor_nelements(t), row = t->ne[0];
     float *v = malloc((size_t)n * sizeof *v);
     void **grown = realloc(p->owned, (p->n_owned + 1) * sizeof *grown);
     if (grown) p->owned = grown;
@@ -162,7 +162,7 @@ int eli_mmproj_matrix(const eli_mmproj *p, eli_weight *w, const char *name, int 
                       eli_error *err) {
     memset(w, 0, sizeof *w);
     const int64_t ne[4] = {cols, rows, 1, 1};
-    const gguf_tensor *t;
+    const eli_gguf_tensor *t;
     const int rc = eli_mmproj_tensor(p, name, required, ne, &t, err);
     if (rc || !t) return rc;
     w->data = t->data;
@@ -180,11 +180,11 @@ static int clamp_scalar(const eli_mmproj *p, const char *prefix, const char *wha
     char name[320];
     snprintf(name, sizeof name, "%s.%s", prefix, what);
     *out = dflt;
-    const gguf_tensor *t = gguf_find_tensor(p->file, name);
+    const eli_gguf_tensor *t = eli_gguf_find_tensor(p->file, name);
     if (!t) return ELI_OK;
-    if (gguf_tensor_nelements(t) != 1)
+    if (eli_gguf_tensor_nelements(t) != 1)
         return eli_fail(err, ELI_ERR_INVALID_ARG, "clamp tensor '%s' has %lld elements, expected 1", name,
-                        (long long)gguf_tensor_nelements(t));
+                        (long long)eli_gguf_tensor_nelements(t));
     if (t->type != ELI_TYPE_F32 && t->type != ELI_TYPE_F16 && t->type != ELI_TYPE_BF16)
         return eli_fail(err, ELI_ERR_INVALID_ARG, "clamp tensor '%s' has type %s, expected a float type", name,
                         eli_type_name(t->type));
@@ -223,12 +223,12 @@ static int read_tower(eli_mmproj *p, eli_mm_tower t, eli_error *err) {
     snprintf(key, sizeof key, "clip.has_%s_encoder", tn);
     int rc = eli_mmproj_bool(p, key, &p->has[t], err);
     if (rc || !p->has[t]) return rc;
-    gguf_str s;
+    eli_gguf_str s;
     snprintf(key, sizeof key, "clip.projector_type");
-    rc = gguf_get_str(p->file, key, &s, err);
+    rc = eli_gguf_get_str(p->file, key, &s, err);
     if (rc == 0) {
         snprintf(key, sizeof key, "clip.%s.projector_type", tn);
-        rc = gguf_get_str(p->file, key, &s, err);
+        rc = eli_gguf_get_str(p->file, key, &s, err);
     }
     if (rc < 0) return rc;
     if (rc == 0) return eli_fail(err, ELI_ERR_INVALID_ARG, "the %s encoder has no projector type (key '%s')", tn, key);
@@ -240,11 +240,11 @@ static int read_tower(eli_mmproj *p, eli_mm_tower t, eli_error *err) {
     return ELI_OK;
 }
 
-eli_mmproj *eli_mmproj_from_gguf(gguf_file *f, eli_error *err) {
-    gguf_str arch;
-    const int rc = gguf_get_str(f, "general.architecture", &arch, err);
+eli_mmproj *eli_mmproj_from_gguf(eli_gguf_file *f, eli_error *err) {
+    eli_gguf_str arch;
+    const int rc = eli_gguf_get_str(f, "general.architecture", &arch, err);
     if (rc < 0) return NULL;
-    if (rc == 1 && !gguf_str_eq(arch, "clip")) {
+    if (rc == 1 && !eli_gguf_str_eq(arch, "clip")) {
         eli_fail(err, ELI_ERR_INVALID_ARG, "not a projector file: architecture '%.*s', expected 'clip'",
                  (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
         return NULL;
@@ -269,12 +269,12 @@ fail:
 }
 
 eli_mmproj *eli_mmproj_open(const char *path, eli_error *err) {
-    gguf_file *f = gguf_open(path, err);
+    eli_gguf_file *f = eli_gguf_open(path, err);
     if (!f) return NULL;
     eli_mmproj *p = eli_mmproj_from_gguf(f, err);
     if (!p) {
         eli_error_prefix(err, "%s", path);
-        gguf_close(f);
+        eli_gguf_close(f);
     }
     return p;
 }
@@ -283,6 +283,6 @@ void eli_mmproj_free(eli_mmproj *p) {
     if (!p) return;
     for (size_t i = 0; i < p->n_owned; i++) free(p->owned[i]);
     free(p->owned);
-    gguf_close(p->file);
+    eli_gguf_close(p->file);
     free(p);
 }

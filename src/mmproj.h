@@ -32,7 +32,7 @@
 typedef enum eli_mm_tower { ELI_MM_VISION = 0, ELI_MM_AUDIO = 1 } eli_mm_tower;
 
 typedef struct eli_mmproj {
-    gguf_file *file;
+    eli_gguf_file *file;
     int has[2];            /* per eli_mm_tower: clip.has_{vision,audio}_encoder */
     char proj_type[2][32]; /* per eli_mm_tower: "gemma4v", "gemma4a", ...; "" when the tower is absent */
     void **owned;          /* f32 copies of small tensors, freed with the projector */
@@ -57,7 +57,7 @@ typedef struct eli_mm_linear {
 /* Opens a projector file (the projector owns it). NULL + err (prefixed with the path) on failure. */
 eli_mmproj *eli_mmproj_open(const char *path, eli_error *err);
 /* The same over an opened file; takes ownership of f on success only. */
-eli_mmproj *eli_mmproj_from_gguf(gguf_file *f, eli_error *err);
+eli_mmproj *eli_mmproj_from_gguf(eli_gguf_file *f, eli_error *err);
 void eli_mmproj_free(eli_mmproj *p);
 
 /* "vision" / "audio": the <tower> part of the clip.<tower>.* keys. */
@@ -77,7 +77,7 @@ int eli_mmproj_f32_array(const eli_mmproj *p, const char *key, int required, int
 
 /* Tensors. ne gives the expected shape (ne[0] fastest, every unused dimension 1); absent and not required:
  * *out = NULL and ELI_OK. */
-int eli_mmproj_tensor(const eli_mmproj *p, const char *name, int required, const int64_t ne[4], const gguf_tensor **out,
+int eli_mmproj_tensor(const eli_mmproj *p, const char *name, int required, const int64_t ne[4], const eli_gguf_tensor **out,
                       eli_error *err);
 /* The tensor dequantized to an owned f32 copy (freed with the projector); every value must be finite. */
 int eli_mmproj_f32_tensor(eli_mmproj *p, const char *name, int required, const int64_t ne[4], const float **out,

@@ -14,7 +14,7 @@
 #define MAX_VOCAB (1 << 24)
 
 typedef struct {
-    const gguf_file *f;
+    const eli_gguf_file *f;
     const char *arch;
     eli_error *err;
 } hp_reader;
@@ -28,7 +28,7 @@ static int hp_u32(hp_reader *r, const char *suffix, int required, int lo, int hi
     char key[128];
     key_name(key, sizeof key, r->arch, suffix);
     uint32_t v;
-    int rc = gguf_get_u32(r->f, key, &v, r->err);
+    int rc = eli_gguf_get_u32(r->f, key, &v, r->err);
     if (rc < 0) return rc;
     if (rc == 0) {
         if (required) return eli_fail(r->err, ELI_ERR_INVALID_ARG, "missing required key '%s'", key);
@@ -44,7 +44,7 @@ static int hp_f32(hp_reader *r, const char *suffix, int required, float *out) {
     char key[128];
     key_name(key, sizeof key, r->arch, suffix);
     float v;
-    int rc = gguf_get_f32(r->f, key, &v, r->err);
+    int rc = eli_gguf_get_f32(r->f, key, &v, r->err);
     if (rc < 0) return rc;
     if (rc == 0) {
         if (required) return eli_fail(r->err, ELI_ERR_INVALID_ARG, "missing required key '%s'", key);
@@ -62,15 +62,15 @@ static int hp_per_layer(hp_reader *r, const char *suffix, int required, int n_la
     char key[128];
     key_name(key, sizeof key, r->arch, suffix);
     for (int i = 0; i < n_layer; i++) out[i] = dflt;
-    const gguf_value *v = gguf_find(r->f, key);
+    const eli_gguf_value *v = eli_gguf_find(r->f, key);
     if (!v) return required ? eli_fail(r->err, ELI_ERR_INVALID_ARG, "missing required key '%s'", key) : ELI_OK;
-    uint64_t n = gguf_value_count(v);
+    uint64_t n = eli_gguf_value_count(v);
     if (v->type == GGUF_VT_ARRAY && n != (uint64_t)n_layer)
         return eli_fail(r->err, ELI_ERR_INVALID_ARG, "key '%s' has %llu entries, expected block_count = %d", key,
                         (unsigned long long)n, n_layer);
     for (int i = 0; i < n_layer; i++) {
         int64_t x;
-        int rc = gguf_value_i64(v, v->type == GGUF_VT_ARRAY ? (uint64_t)i : 0, &x, key, r->err);
+        int rc = eli_gguf_value_i64(v, v->type == GGUF_VT_ARRAY ? (uint64_t)i : 0, &x, key, r->err);
         if (rc) return rc;
         if (x < lo || x > hi)
             return eli_fail(r->err, ELI_ERR_INVALID_ARG, "key '%s'[%d] = %lld is outside [%d, %d]", key, i,
@@ -85,13 +85,13 @@ typedef struct {
     eli_error *err;
 } binder;
 
-static const gguf_tensor *find_tensor(binder *b, const char *name, int required) {
-    const gguf_tensor *t = gguf_find_tensor(b->m->file, name);
+static const eli_gguf_tensor *find_tensor(binder *b, const char *name, int required) {
+    const eli_gguf_tensor *t = eli_gguf_find_tensor(b->m->file, name);
     if (!t && required) eli_fail(b->err, ELI_ERR_INVALID_ARG, "missing tensor '%s'", name);
     return t;
 }
 
-static int check_shape(binder *b, const gguf_tensor *t, int64_t ne0, int64_t ne1, int64_t ne2) {
+static int check_shape(binder *b, const eli_gguf_tensor *t, int64_t ne0, int64_t ne1, int64_t ne2) {
     int64_t want[4] = {ne0, ne1, ne2, 1};
     for (int d = 0; d < 4; d++)
         if (t->ne[d] != want[d])
@@ -102,7 +102,7 @@ static int check_shape(binder *b, const gguf_tensor *t, int64_t ne0, int64_t ne1
     return ELI_OK;
 }
 
-static int check_computable(binder *b, const gguf_tensor *t) {
+static int check_computable(binder *b, const eli_gguf_tensor *t) {
     const eli_type_traits *tt = eli_type_info(t->type);
     if (!tt || !tt->dequantize || !tt->vec_dot)
         return eli_fail(b->err, ELI_ERR_INVALID_ARG, "tensor '%s' has type %s (id %u), which this engine does not support",
@@ -114,7 +114,7 @@ static int check_computable(binder *b, const gguf_tensor *t) {
 static int bind_matrix(binder *b, eli_weight *w, const char *name, int required, int64_t cols, int64_t rows,
                        int64_t n_mat) {
     memset(w, 0, sizeof *w);
-    const gguf_tensor *t = find_tensor(b, name, required);
+    const eli_gguf_tensor *t = find_tensor(b, name, required);
     if (!t) return required ? ELI_ERR_INVALID_ARG : ELI_OK;
     int rc = check_shape(b, t, cols, rows, n_mat);
     if (!rc) rc = check_computable(b, t);
@@ -132,7 +132,7 @@ static int bind_matrix(binder *b, eli_weight *w, const char *name, int required,
 /* Binds a small vector as an owned f32 copy. */
 static int bind_vector(binder *b, const float **out, const char *name, int required, int64_t n) {
     *out = NULL;
-    const gguf_tensor *t = find_tensor(b, name, required);
+    const eli_gguf_tensor *t = find_tensor(b, name, required);
     if (!t) return required ? ELI_ERR_INVALID_ARG : ELI_OK;
     int rc = check_shape(b, t, n, 1, 1);
     if (!rc) rc = check_computable(b, t);
@@ -292,7 +292,7 @@ static int bind_layer(binder *b, int il, const int *n_ff, const int *n_head, con
         if (find_tensor(b, NAME("attn_k.weight"), 0))
             return eli_fail(b->err, ELI_ERR_INVALID_ARG, "layer %d is KV-shared but has tensor '%s'", il, nm);
     }
-    const gguf_tensor *los = find_tensor(b, NAME("layer_output_scale.weight"), m->is_assistant);
+    const eli_gguf_tensor *los = find_tensor(b, NAME("layer_output_scale.weight"), m->is_assistant);
     if (!los && m->is_assistant) return ELI_ERR_INVALID_ARG;
     l->out_scale = 1.0f;
     if (los) {
@@ -342,7 +342,7 @@ static int bind_layer(binder *b, int il, const int *n_ff, const int *n_head, con
 
 int eli_model_ple_row(const eli_model *m, int64_t r, void *raw, float *out, eli_error *err) {
     const eli_weight *w = &m->ple_token_embd;
-    const int e = gguf_read_at(m->file, (const uint8_t *)w->data + (size_t)r * w->row_bytes, w->row_bytes, raw);
+    const int e = eli_gguf_read_at(m->file, (const uint8_t *)w->data + (size_t)r * w->row_bytes, w->row_bytes, raw);
     if (e)
         return eli_fail(err, ELI_ERR_INVALID_ARG, "reading row %lld of '%s' from the model file: %s", (long long)r, w->name,
                         strerror(e));
@@ -355,8 +355,8 @@ int eli_model_ple_row(const eli_model *m, int64_t r, void *raw, float *out, eli_
 static int bind_masked_head(binder *b) {
     eli_model *m = b->m;
     const eli_hparams *hp = &m->hp;
-    const gguf_tensor *c = find_tensor(b, "masked_embd_centroids.weight", 0);
-    const gguf_tensor *o = find_tensor(b, "masked_embd_ordering", 0);
+    const eli_gguf_tensor *c = find_tensor(b, "masked_embd_centroids.weight", 0);
+    const eli_gguf_tensor *o = find_tensor(b, "masked_embd_ordering", 0);
     if (!c && !o) return ELI_OK;
     if (!c || !o)
         return eli_fail(b->err, ELI_ERR_INVALID_ARG, "tensor '%s' needs '%s'", c ? c->name : o->name,
@@ -376,7 +376,7 @@ static int bind_masked_head(binder *b) {
     char key[128];
     snprintf(key, sizeof key, "%s.centroid_intermediate_top_k", m->arch_name);
     uint32_t k;
-    rc = gguf_get_u32(m->file, key, &k, b->err);
+    rc = eli_gguf_get_u32(m->file, key, &k, b->err);
     if (rc < 0) return rc;
     if (rc == 1) {
         if (k < 1 || k > (uint32_t)nc)
@@ -414,16 +414,16 @@ static int bind_masked_head(binder *b) {
     return ELI_OK;
 }
 
-eli_model *eli_model_from_gguf(gguf_file *f, eli_error *err) {
-    gguf_str arch;
-    int rc = gguf_get_str(f, "general.architecture", &arch, err);
+eli_model *eli_model_from_gguf(eli_gguf_file *f, eli_error *err) {
+    eli_gguf_str arch;
+    int rc = eli_gguf_get_str(f, "general.architecture", &arch, err);
     if (rc < 0) return NULL;
     if (rc == 0) {
         eli_fail(err, ELI_ERR_INVALID_ARG, "missing key 'general.architecture'");
         return NULL;
     }
-    const int assistant = gguf_str_eq(arch, "gemma4-assistant");
-    if (!gguf_str_eq(arch, "gemma4") && !assistant) {
+    const int assistant = eli_gguf_str_eq(arch, "gemma4-assistant");
+    if (!eli_gguf_str_eq(arch, "gemma4") && !assistant) {
         eli_fail(err, ELI_ERR_INVALID_ARG, "unsupported architecture '%.*s'", (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
         return NULL;
     }
@@ -443,12 +443,12 @@ eli_model *eli_model_from_gguf(gguf_file *f, eli_error *err) {
         goto fail;
     }
     if (load_hparams(m, err, &n_ff, &n_head, &n_kv, &swa)) goto fail;
-    const gguf_tensor *ple_t = gguf_find_tensor(f, "per_layer_token_embd.weight");
+    const eli_gguf_tensor *ple_t = eli_gguf_find_tensor(f, "per_layer_token_embd.weight");
     /* read one row per token with pread (eli_model_ple_row): no readahead around the rows */
-    if (ple_t) gguf_advise_random(f, ple_t->data, (size_t)ple_t->nbytes);
+    if (ple_t) eli_gguf_advise_random(f, ple_t->data, (size_t)ple_t->nbytes);
 
     /* The vocabulary size comes from the embedding table. */
-    const gguf_tensor *te = find_tensor(&b, "token_embd.weight", 1);
+    const eli_gguf_tensor *te = find_tensor(&b, "token_embd.weight", 1);
     if (!te) goto fail;
     if (te->ne[1] < 1 || te->ne[1] > MAX_VOCAB) {
         eli_fail(err, ELI_ERR_INVALID_ARG, "tensor 'token_embd.weight' has %lld rows, not a plausible vocabulary",
@@ -482,9 +482,9 @@ eli_model *eli_model_from_gguf(gguf_file *f, eli_error *err) {
     }
     for (int il = 0; il < hp->n_layer; il++)
         if (bind_layer(&b, il, n_ff, n_head, n_kv, swa)) goto fail;
-    for (uint64_t i = 0; i < gguf_n_tensors(f); i++) m->weight_bytes += gguf_tensor_at(f, i)->nbytes;
+    for (uint64_t i = 0; i < eli_gguf_n_tensors(f); i++) m->weight_bytes += eli_gguf_tensor_at(f, i)->nbytes;
     /* binding read the mapping: zeros, if the file was cut meanwhile (gguf.h) */
-    if (gguf_check_mapping(f, err)) goto fail;
+    if (eli_gguf_check_mapping(f, err)) goto fail;
     free(n_ff), free(n_head), free(n_kv), free(swa);
     return m;
 fail:
@@ -495,12 +495,12 @@ fail:
 }
 
 eli_model *eli_model_load(const char *path, eli_error *err) {
-    gguf_file *f = gguf_open(path, err);
+    eli_gguf_file *f = eli_gguf_open(path, err);
     if (!f) return NULL;
     eli_model *m = eli_model_from_gguf(f, err);
     if (!m) {
         eli_error_prefix(err, "%s", path);
-        gguf_close(f);
+        eli_gguf_close(f);
     }
     return m;
 }
@@ -539,6 +539,6 @@ void eli_model_free(eli_model *m) {
     free(m->owned);
     free(m->layers);
     free(m->arch_name);
-    gguf_close(m->file);
+    eli_gguf_close(m->file);
     free(m);
 }

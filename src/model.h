@@ -73,7 +73,7 @@ typedef struct eli_hparams {
 } eli_hparams;
 
 typedef struct eli_model {
-    gguf_file *file;
+    eli_gguf_file *file;
     char *arch_name;
     int is_assistant; /* gemma4-assistant: an MTP drafter (spec section 6) */
     eli_hparams hp;
@@ -99,13 +99,13 @@ typedef struct eli_model {
  * tensors, reads no weight (an executor's prepare does, exec.h). */
 eli_model *eli_model_load(const char *path, eli_error *err);
 /* Binds a model over an already opened file; takes ownership of f on success. */
-eli_model *eli_model_from_gguf(gguf_file *f, eli_error *err);
+eli_model *eli_model_from_gguf(eli_gguf_file *f, eli_error *err);
 void eli_model_free(eli_model *m);
 /* Checks an assistant model (an MTP drafter) against its target (vocabulary, backbone width, layer
  * geometry) and points each of its layers at the target layer whose cache it reads. Once, after loading. */
 int eli_model_bind_assistant(eli_model *draft, const eli_model *target, eli_error *err);
 /* Per-layer-embedding row r, dequantized into out (n_pl * n_layer floats). Its bytes are read from the
- * file (gguf_read_at: pread into raw, ple_token_embd.row_bytes bytes) rather than through the mapping, so
+ * file (eli_gguf_read_at: pread into raw, ple_token_embd.row_bytes bytes) rather than through the mapping, so
  * the table never becomes resident in this process however many distinct tokens a conversation sees
  * (a mapped read would keep every row it touched, and the pages around it that Linux maps on a fault).
  * ELI_ERR_INVALID_ARG when the read fails (r is the caller's valid token id). */

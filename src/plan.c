@@ -64,13 +64,13 @@ int eli_plan_model(const eli_model *m, const eli_plan_params *p, uint64_t tokeni
     memset(out, 0, sizeof *out);
     int rc = plan_core(m, p, out, err);
     if (rc) return rc;
-    out->file_bytes = gguf_file_size(m->file);
+    out->file_bytes = eli_gguf_file_size(m->file);
     const eli_weight *pl = &m->ple_token_embd;
     out->ple_table = pl->data ? (uint64_t)pl->rows * pl->row_bytes : 0;
     out->weights_resident = out->file_bytes - out->ple_table;
     if (!tokenizer_bytes) {
         uint64_t text = 0;
-        const gguf_value *v = gguf_find(m->file, "tokenizer.ggml.tokens");
+        const eli_gguf_value *v = eli_gguf_find(m->file, "tokenizer.ggml.tokens");
         if (v && v->type == GGUF_VT_ARRAY && v->v.arr.strs)
             for (uint64_t i = 0; i < v->v.arr.n; i++) text += v->v.arr.strs[i].len;
         tokenizer_bytes = estimate_tokenizer(m->hp.n_vocab, text);

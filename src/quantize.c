@@ -76,7 +76,7 @@ static int category(const char *name) {
 static int is_attn_v(int cat) { return cat == CAT_ATTN_V || cat == CAT_ATTN_QKV || cat == CAT_ATTN_KV_B; }
 
 /* ggml's dimension count: trailing dimensions of 1 do not count */
-static uint32_t n_dims_of(const gguf_tensor *t) {
+static uint32_t n_dims_of(const eli_gguf_tensor *t) {
     uint32_t n = 1;
     for (uint32_t i = 1; i < t->n_dims; i++)
         if (t->ne[i] > 1) n = i + 1;
@@ -84,7 +84,7 @@ static uint32_t n_dims_of(const gguf_tensor *t) {
 }
 
 /* 2-D and 3-D "*weight" tensors, but the small or special ones llama.cpp leaves as they are */
-static int allows_quantization(const gguf_tensor *t) {
+static int allows_quantization(const eli_gguf_tensor *t) {
     static const char *const keep[] = {
         "_norm.weight", "ffn_gate_inp.weight", "ffn_gate_tid2eid.weight", "altup", "laurel", "per_layer_model_proj",
         "ssm_conv1d", "shortconv.conv.weight", "indexer.k_proj.weight", "indexer.q_proj.weight",
@@ -124,7 +124,7 @@ typedef struct {
 } qstate;
 
 /* llama.cpp's llama_tensor_get_type_impl, for the file types above */
-static int mixture_type(qstate *qs, const gguf_tensor *t, int cat, uint32_t *type, eli_error *err) {
+static int mixture_type(qstate *qs, const eli_gguf_tensor *t, int cat, uint32_t *type, eli_error *err) {
     uint32_t nt = *type;
     const int mix = qs->mix;
     if (cat == CAT_OUTPUT || (qs->tied && cat == CAT_TOKEN_EMBD)) {
@@ -161,7 +161,7 @@ static int mixture_type(qstate *qs, const gguf_tensor *t, int cat, uint32_t *typ
 }
 
 /* a type whose blocks do not divide the rows falls back to one whose do (llama.cpp's tensor_type_fallback) */
-static int fallback_type(qstate *qs, const gguf_tensor *t, uint32_t *type, eli_error *err) {
+static int fallback_type(qstate *qs, const eli_gguf_tensor *t, uint32_t *type, eli_error *err) {
     const uint32_t nt = *type;
     if (t->ne[0] % eli_type_info(nt)->block_size == 0) return ELI_OK;
     qs->n_fallback++;
@@ -181,7 +181,7 @@ static int fallback_type(qstate *qs, const gguf_tensor *t, uint32_t *type, eli_e
     return ELI_OK;
 }
 
-static int target_type(qstate *qs, const gguf_tensor *t, uint32_t *type, eli_error *err) {
+static int target_type(qstate *qs, const eli_gguf_tensor *t, uint32_t *type, eli_error *err) {
     *type = t->type;
     if (!allows_quantization(t)) return ELI_OK;
     *type = qs->ft->type;
@@ -192,7 +192,7 @@ static int target_type(qstate *qs, const gguf_tensor *t, uint32_t *type, eli_err
 
 /* llama.cpp's tensor order: by layer (tensors of no layer first), then by name */
 static int tensor_order(const void *a, const void *b) {
-    const gguf_tensor *x = *(const gguf_tensor *const *)a, *y = *(const gguf_tensor *const *)b;
+    const eli_gguf_tensor *x = *(const eli_gguf_tensor *const *)a, *y = *(const eli_gguf_tensor *const *)b;
     const long lx = layer_of(x->name), ly = layer_of(y->name);
     if (lx != ly) return lx < ly ? -1 : 1;
     return strcmp(x->name, y->name);
@@ -249,9 +249,9 @@ static void convert(const convert_job *j) {
 
 #define CHUNK_BYTES (32u << 20) /* output bytes per chunk of rows */
 
-static int write_tensor(eli_gguf_writer *w, int nth, const gguf_tensor *t, uint32_t tout, uint8_t **buf,
+static int write_tensor(eli_gguf_writer *w, int nth, const eli_gguf_tensor *t, uint32_t tout, uint8_t **buf,
                         size_t *buf_cap, float **f32, eli_error *err) {
-    const int64_t cols = t->ne[0], rows = gguf_tensor_nelements(t) / (cols ? cols : 1);
+    const int64_t cols = t->ne[0], rows = eli_gguf_tensor_nelements(t) / (cols ? cols : 1);
     if (tout == t->type) return eli_gguf_write_data(w, t->data, (size_t)t->nbytes, err);
     const eli_type_traits *ti = eli_type_info(t->type);
     if (!ti || !ti->dequantize)
@@ -283,20 +283,20 @@ static int write_tensor(eli_gguf_writer *w, int nth, const gguf_tensor *t, uint3
 
 /* ------------------------------------------------------------------------------------------------------ */
 
-static int read_hparams(const gguf_file *f, qstate *qs, eli_error *err) {
-    gguf_str arch;
-    int rc = gguf_get_str(f, "general.architecture", &arch, err);
+static int read_hparams(const eli_gguf_file *f, qstate *qs, eli_error *err) {
+    eli_gguf_str arch;
+    int rc = eli_gguf_get_str(f, "general.architecture", &arch, err);
     if (rc <= 0) return rc ? rc : eli_fail(err, ELI_ERR_INVALID_ARG, "no general.architecture");
     char key[128];
     const int al = arch.len < 64 ? (int)arch.len : 64;
     uint32_t v = 0;
     snprintf(key, sizeof key, "%.*s.block_count", al, arch.ptr);
-    if ((rc = gguf_get_u32(f, key, &v, err)) < 0) return rc;
+    if ((rc = eli_gguf_get_u32(f, key, &v, err)) < 0) return rc;
     if (rc == 0 || v == 0 || v > 4096) return eli_fail(err, ELI_ERR_INVALID_ARG, "%s missing or out of range", key);
     qs->n_layer = (int)v;
     v = 0;
     snprintf(key, sizeof key, "%.*s.expert_count", al, arch.ptr);
-    if ((rc = gguf_get_u32(f, key, &v, err)) < 0) return rc;
+    if ((rc = eli_gguf_get_u32(f, key, &v, err)) < 0) return rc;
     qs->n_expert = (int)(v < 1 ? 1 : v > 65536 ? 65536 : v);
     return ELI_OK;
 }
@@ -305,10 +305,10 @@ int eli_quantize_file(const char *in, const char *out, const eli_qftype *ft, int
                       eli_error *err) {
     eli_quantize_stats st = {0};
     qstate qs = {ft, mixture_of(ft), 0, 1, 1, 0, 0, 0, 0};
-    gguf_file *f = gguf_open(in, err);
+    eli_gguf_file *f = eli_gguf_open(in, err);
     if (!f) return err ? err->code : ELI_ERR_INVALID_ARG;
-    const uint64_t nt = gguf_n_tensors(f);
-    const gguf_tensor **order = calloc(nt ? nt : 1, sizeof *order);
+    const uint64_t nt = eli_gguf_n_tensors(f);
+    const eli_gguf_tensor **order = calloc(nt ? nt : 1, sizeof *order);
     uint32_t *types = calloc(nt ? nt : 1, sizeof *types);
     const int nth = n_threads < 1 ? 1 : n_threads > MAX_THREADS ? MAX_THREADS : n_threads;
     eli_gguf_writer *w = NULL;
@@ -317,7 +317,7 @@ int eli_quantize_file(const char *in, const char *out, const eli_qftype *ft, int
     float *f32 = NULL;
     int rc = !order || !types ? eli_fail(err, ELI_ERR_OOM, "out of memory") : read_hparams(f, &qs, err);
     for (uint64_t i = 0; !rc && i < nt; i++) {
-        order[i] = gguf_tensor_at(f, i);
+        order[i] = eli_gguf_tensor_at(f, i);
         const int cat = category(order[i]->name);
         qs.n_attn_v += is_attn_v(cat);
         if (cat == CAT_OUTPUT) qs.tied = 0;
@@ -326,8 +326,8 @@ int eli_quantize_file(const char *in, const char *out, const eli_qftype *ft, int
     for (uint64_t i = 0; !rc && i < nt; i++) rc = target_type(&qs, order[i], &types[i], err);
     if (!rc && !(w = eli_gguf_writer_open(out, err))) rc = err ? err->code : ELI_ERR_INVALID_ARG;
     /* the input's metadata, then the quantization version and file type at the end, as llama.cpp writes them */
-    for (uint64_t i = 0; !rc && i < gguf_n_kv(f); i++) {
-        const gguf_kv *kv = gguf_kv_at(f, i);
+    for (uint64_t i = 0; !rc && i < eli_gguf_n_kv(f); i++) {
+        const eli_gguf_kv *kv = eli_gguf_kv_at(f, i);
         static const char *const dropped[] = {"general.quantization_version", "general.file_type", "split.no",
                                               "split.count", "split.tensors.count"};
         int drop = 0;
@@ -348,8 +348,8 @@ int eli_quantize_file(const char *in, const char *out, const eli_qftype *ft, int
         if (rc) eli_error_prefix(err, "tensor '%s'", order[i]->name);
         st.n_quantized += types[i] != order[i]->type;
         st.bytes_in += order[i]->nbytes;
-        st.bytes_out += eli_row_size(types[i], order[i]->ne[0]) * (uint64_t)(gguf_tensor_nelements(order[i]) / order[i]->ne[0]);
-        st.n_weights += (uint64_t)gguf_tensor_nelements(order[i]);
+        st.bytes_out += eli_row_size(types[i], order[i]->ne[0]) * (uint64_t)(eli_gguf_tensor_nelements(order[i]) / order[i]->ne[0]);
+        st.n_weights += (uint64_t)eli_gguf_tensor_nelements(order[i]);
     }
     if (w) {
         if (!rc) rc = eli_gguf_writer_commit(w, err);
@@ -359,6 +359,6 @@ int eli_quantize_file(const char *in, const char *out, const eli_qftype *ft, int
     st.n_fallback = qs.n_fallback;
     if (stats) *stats = st;
     free(order), free(types), free(buf), free(f32);
-    gguf_close(f);
+    eli_gguf_close(f);
     return rc;
 }

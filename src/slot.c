@@ -89,8 +89,8 @@ uint64_t eli_hash64_bytes(const void *data, size_t len) {
 }
 
 uint64_t eli_model_identity(const eli_model *m) {
-    const uint8_t *base = gguf_mapping(m->file);
-    const uint64_t head = gguf_data_offset(m->file), size = gguf_file_size(m->file);
+    const uint8_t *base = eli_gguf_mapping(m->file);
+    const uint64_t head = eli_gguf_data_offset(m->file), size = eli_gguf_file_size(m->file);
     uint64_t n = head + (size - head < 4096 ? size - head : 4096);
     return eli_hash64_bytes(base, (size_t)n);
 }

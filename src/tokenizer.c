@@ -254,9 +254,9 @@ static int hexval(char c) {
 }
 
 /* Reads an optional token-id key; it must name a token. */
-static int read_id(const gguf_file *f, const char *key, int32_t n_vocab, int32_t *out, eli_error *err) {
+static int read_id(const eli_gguf_file *f, const char *key, int32_t n_vocab, int32_t *out, eli_error *err) {
     uint32_t v;
-    int rc = gguf_get_u32(f, key, &v, err);
+    int rc = eli_gguf_get_u32(f, key, &v, err);
     if (rc < 0) return rc;
     if (rc == 0) return ELI_OK;
     if (v >= (uint32_t)n_vocab)
@@ -266,14 +266,14 @@ static int read_id(const gguf_file *f, const char *key, int32_t n_vocab, int32_t
     return ELI_OK;
 }
 
-static int read_flag(const gguf_file *f, const char *key, int *out, eli_error *err) {
-    int rc = gguf_get_bool(f, key, out, err);
+static int read_flag(const eli_gguf_file *f, const char *key, int *out, eli_error *err) {
+    int rc = eli_gguf_get_bool(f, key, out, err);
     return rc < 0 ? rc : ELI_OK;
 }
 
-static int load_tokens(eli_tokenizer *t, const gguf_file *f, eli_error *err) {
-    const gguf_value *toks, *types;
-    int rc = gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_VT_STRING, &toks, err);
+static int load_tokens(eli_tokenizer *t, const eli_gguf_file *f, eli_error *err) {
+    const eli_gguf_value *toks, *types;
+    int rc = eli_gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_VT_STRING, &toks, err);
     if (rc < 0) return rc;
     if (rc == 0) return eli_fail(err, ELI_ERR_BUNDLE_INVALID, "tokenizer.ggml.tokens: missing");
     uint64_t n = toks->v.arr.n;
@@ -282,7 +282,7 @@ static int load_tokens(eli_tokenizer *t, const gguf_file *f, eli_error *err) {
                         (unsigned long long)n);
     t->n_vocab = (int32_t)n;
 
-    rc = gguf_get_arr(f, "tokenizer.ggml.token_type", GGUF_VT_INT32, &types, err);
+    rc = eli_gguf_get_arr(f, "tokenizer.ggml.token_type", GGUF_VT_INT32, &types, err);
     if (rc < 0) return rc;
     if (rc == 0) return eli_fail(err, ELI_ERR_BUNDLE_INVALID, "tokenizer.ggml.token_type: missing");
     if (types->v.arr.n != n)
@@ -297,7 +297,7 @@ static int load_tokens(eli_tokenizer *t, const gguf_file *f, eli_error *err) {
     t->text_off[0] = 0;
 
     for (uint64_t i = 0; i < n; i++) {
-        gguf_str s = toks->v.arr.strs[i];
+        eli_gguf_str s = toks->v.arr.strs[i];
         /* llama.cpp reads these through C strings; a NUL would silently truncate the token there. */
         if (s.len && memchr(s.ptr, 0, (size_t)s.len))
             return eli_fail(err, ELI_ERR_BUNDLE_INVALID, "tokenizer.ggml.tokens[%llu]: contains a NUL byte",
@@ -312,7 +312,7 @@ static int load_tokens(eli_tokenizer *t, const gguf_file *f, eli_error *err) {
         if ((rc = arena_add(t, txt, len, err))) return rc;
 
         int64_t ty;
-        if ((rc = gguf_value_i64(types, i, &ty, "tokenizer.ggml.token_type", err))) return rc;
+        if ((rc = eli_gguf_value_i64(types, i, &ty, "tokenizer.ggml.token_type", err))) return rc;
         static const uint8_t attr_of_type[7] = {ATTR_UNDEFINED, ATTR_NORMAL,  ATTR_UNKNOWN, ATTR_CONTROL,
                                                 ATTR_USER_DEFINED, ATTR_UNUSED, ATTR_BYTE};
         if (ty < 0 || ty > 6)
@@ -333,9 +333,9 @@ static int load_tokens(eli_tokenizer *t, const gguf_file *f, eli_error *err) {
     return ELI_OK;
 }
 
-static int load_merges(eli_tokenizer *t, const gguf_file *f, eli_error *err) {
-    const gguf_value *m;
-    int rc = gguf_get_arr(f, "tokenizer.ggml.merges", GGUF_VT_STRING, &m, err);
+static int load_merges(eli_tokenizer *t, const eli_gguf_file *f, eli_error *err) {
+    const eli_gguf_value *m;
+    int rc = eli_gguf_get_arr(f, "tokenizer.ggml.merges", GGUF_VT_STRING, &m, err);
     if (rc < 0) return rc;
     if (rc == 0) return eli_fail(err, ELI_ERR_BUNDLE_INVALID, "tokenizer.ggml.merges: missing (required for gemma4)");
     uint64_t n = m->v.arr.n;
@@ -352,7 +352,7 @@ static int load_merges(eli_tokenizer *t, const gguf_file *f, eli_error *err) {
 
     bytebuf cat = {0};
     for (uint64_t i = 0; i < n; i++) {
-        gguf_str s = m->v.arr.strs[i];
+        eli_gguf_str s = m->v.arr.strs[i];
         if (s.len && memchr(s.ptr, 0, (size_t)s.len)) {
             free(cat.p);
             return eli_fail(err, ELI_ERR_BUNDLE_INVALID, "tokenizer.ggml.merges[%llu]: contains a NUL byte",
@@ -481,15 +481,15 @@ static int build_pieces(eli_tokenizer *t, eli_error *err) {
     return ELI_OK;
 }
 
-eli_tokenizer *eli_tokenizer_load(const gguf_file *f, eli_error *err) {
-    gguf_str model;
-    int rc = gguf_get_str(f, "tokenizer.ggml.model", &model, err);
+eli_tokenizer *eli_tokenizer_load(const eli_gguf_file *f, eli_error *err) {
+    eli_gguf_str model;
+    int rc = eli_gguf_get_str(f, "tokenizer.ggml.model", &model, err);
     if (rc < 0) return NULL;
     if (rc == 0) {
         eli_fail(err, ELI_ERR_BUNDLE_INVALID, "tokenizer.ggml.model: missing (the GGUF has no tokenizer)");
         return NULL;
     }
-    if (!gguf_str_eq(model, "gemma4")) {
+    if (!eli_gguf_str_eq(model, "gemma4")) {
         eli_fail(err, ELI_ERR_BUNDLE_INVALID, "tokenizer.ggml.model is '%.*s', expected 'gemma4'",
                  (int)(model.len > 64 ? 64 : model.len), model.ptr);
         return NULL;

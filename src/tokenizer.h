@@ -46,7 +46,7 @@ typedef struct eli_tokenizer eli_tokenizer;
 /* Loads the tokenizer from the GGUF metadata (tokenizer.ggml.*). Requires model "gemma4", the token,
  * token_type and merges arrays, and bos_token_id; validates counts, ids and byte tokens. NULL + err
  * (naming the key) on failure. */
-eli_tokenizer *eli_tokenizer_load(const gguf_file *f, eli_error *err);
+eli_tokenizer *eli_tokenizer_load(const eli_gguf_file *f, eli_error *err);
 void eli_tokenizer_free(eli_tokenizer *t);
 
 /* Vocabulary size (number of token ids). */

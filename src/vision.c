@@ -29,7 +29,7 @@ static int bind_layer(eli_vision *v, int il, eli_error *err) {
     char name[96];
     int rc;
 #define NAME(s) (snprintf(name, sizeof name, "v.blk.%d.%s", il, s), name)
-    if (gguf_find_tensor(v->p->file, NAME("attn_qkv.weight")))
+    if (eli_gguf_find_tensor(v->p->file, NAME("attn_qkv.weight")))
         return eli_fail(err, ELI_ERR_INVALID_ARG, "tensor '%s': a fused QKV projection is not a gemma4v layout", name);
     if ((rc = vec(v, &l->ln1, NAME("ln1.weight"), E, err)) || (rc = vec(v, &l->ln1_b, NAME("ln1.bias"), E, err)) ||
         (rc = vec(v, &l->ln2, NAME("ln2.weight"), E, err)) || (rc = vec(v, &l->ln2_b, NAME("ln2.bias"), E, err)) ||
@@ -38,7 +38,7 @@ static int bind_layer(eli_vision *v, int il, eli_error *err) {
         (rc = vec(v, &l->ls1, NAME("ls1.weight"), E, err)) || (rc = vec(v, &l->ls2, NAME("ls2.weight"), E, err)))
         return rc;
     /* q/k norms: per head when their length is the head size (llama.cpp's norm_per_head), else the row */
-    const gguf_tensor *qn = gguf_find_tensor(v->p->file, NAME("attn_q_norm.weight"));
+    const eli_gguf_tensor *qn = eli_gguf_find_tensor(v->p->file, NAME("attn_q_norm.weight"));
     l->qk_norm_per_head = !qn || qn->ne[0] == D;
     if ((rc = vec(v, &l->q_norm, NAME("attn_q_norm.weight"), l->qk_norm_per_head ? D : QD, err)) ||
         (rc = vec(v, &l->k_norm, NAME("attn_k_norm.weight"), l->qk_norm_per_head ? D : KD, err)))
@@ -51,7 +51,7 @@ static int bind_layer(eli_vision *v, int il, eli_error *err) {
         (rc = eli_mmproj_linear(v->p, &l->up, NAME("ffn_up"), 1, E, hp->n_ff, err)) ||
         (rc = eli_mmproj_linear(v->p, &l->down, NAME("ffn_down"), 1, hp->n_ff, E, err)))
         return rc;
-    const gguf_tensor *os = gguf_find_tensor(v->p->file, NAME("out_scale.weight"));
+    const eli_gguf_tensor *os = eli_gguf_find_tensor(v->p->file, NAME("out_scale.weight"));
     if (os) {
         l->out_scale_n = os->ne[0] == 1 ? 1 : (int)E;
         if ((rc = vec(v, &l->out_scale, name, l->out_scale_n, err))) return rc;
@@ -114,7 +114,7 @@ static int load(eli_vision *v, eli_error *err) {
     if (rc) return rc;
     const int64_t E = v->hp.n_embd;
     if ((rc = bind_patch(v, err))) return rc;
-    const gguf_tensor *pt = gguf_find_tensor(v->p->file, "v.position_embd.weight");
+    const eli_gguf_tensor *pt = eli_gguf_find_tensor(v->p->file, "v.position_embd.weight");
     if (!pt) return eli_fail(err, ELI_ERR_INVALID_ARG, "missing tensor 'v.position_embd.weight'");
     if (pt->ne[1] < 1 || pt->ne[1] > ELI_IMAGE_MAX_SIDE)
         return eli_fail(err, ELI_ERR_INVALID_ARG, "tensor 'v.position_embd.weight' has %lld positions per axis",

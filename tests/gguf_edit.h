@@ -113,13 +113,13 @@ static inline void write_tensor(gw_file *w, const char *name, uint32_t type, uin
 }
 
 /* Copies src with the edits applied; returns a malloc'ed file of *size bytes. */
-static inline uint8_t *rewrite(const gguf_file *src, const edit *e, size_t *size) {
+static inline uint8_t *rewrite(const eli_gguf_file *src, const edit *e, size_t *size) {
     gw_file w;
     gw_init(&w);
-    w.alignment = gguf_alignment(src);
+    w.alignment = eli_gguf_alignment(src);
     int used[MAX_EDITS] = {0};
-    for (uint64_t i = 0; i < gguf_n_kv(src); i++) {
-        const gguf_kv *kv = gguf_kv_at(src, i);
+    for (uint64_t i = 0; i < eli_gguf_n_kv(src); i++) {
+        const eli_gguf_kv *kv = eli_gguf_kv_at(src, i);
         int skip = 0;
         for (int k = 0; k < e->n_drop; k++) skip |= !strcmp(kv->key, e->drop_keys[k]);
         for (int k = 0; k < e->n_set && !skip; k++)
@@ -132,8 +132,8 @@ static inline uint8_t *rewrite(const gguf_file *src, const edit *e, size_t *size
     }
     for (int k = 0; k < e->n_set; k++)
         if (!used[k]) gw_put(gw_kv(&w, e->sets[k].key, e->sets[k].type), e->sets[k].val.p, e->sets[k].val.n);
-    for (uint64_t i = 0; i < gguf_n_tensors(src); i++) {
-        const gguf_tensor *t = gguf_tensor_at(src, i);
+    for (uint64_t i = 0; i < eli_gguf_n_tensors(src); i++) {
+        const eli_gguf_tensor *t = eli_gguf_tensor_at(src, i);
         const tensor_edit *te = NULL;
         for (int k = 0; k < e->n_tens; k++)
             if (!e->tens[k].add && !strcmp(e->tens[k].name, t->name)) te = &e->tens[k];
@@ -161,7 +161,7 @@ static inline uint8_t *rewrite(const gguf_file *src, const edit *e, size_t *size
 typedef void (*edit_fn)(edit *e);
 
 /* src rewritten with the edits that fn makes. */
-static inline uint8_t *rewrite_with(const gguf_file *src, edit_fn fn, size_t *size) {
+static inline uint8_t *rewrite_with(const eli_gguf_file *src, edit_fn fn, size_t *size) {
     edit e;
     memset(&e, 0, sizeof e);
     fn(&e);

@@ -157,7 +157,7 @@ static inline size_t gw_scalar_size(uint32_t t) {
     default: return 0;
     }
 }
-static inline void gw_value(gw_buf *b, const gguf_value *v) {
+static inline void gw_value(gw_buf *b, const eli_gguf_value *v) {
     switch (v->type) {
     case GGUF_VT_STRING: gw_strn(b, v->v.str.ptr, v->v.str.len); return;
     case GGUF_VT_FLOAT32: gw_f32(b, (float)v->v.f64); return;

@@ -581,23 +581,23 @@ static void test_hostile_projectors(void) {
     /* edits of a small projector of ours (Q8_0, biases, clamps, soft_emb_norm; checked against llama.cpp in
      * test_variants): a rewrite of the golden one, with its vision tower, costs 20 times the bytes */
     eli_error err = {0};
-    gguf_file *src = gguf_open(DATA "a-q8.gguf", &err);
+    eli_gguf_file *src = eli_gguf_open(DATA "a-q8.gguf", &err);
     CHECK(src != NULL, "%s", err.msg);
     if (!src) return;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         size_t n;
         uint8_t *buf = rewrite_with(src, cases[i].fn, &n);
         eli_error_clear(&err);
-        gguf_file *f = gguf_open_memory(buf, n, &err);
+        eli_gguf_file *f = eli_gguf_open_memory(buf, n, &err);
         eli_mmproj *p = f ? eli_mmproj_from_gguf(f, &err) : NULL;
-        if (f && !p) gguf_close(f);
+        if (f && !p) eli_gguf_close(f);
         eli_audio *e = p ? eli_audio_load(p, &err) : NULL;
         CHECK(!e && strstr(err.msg, cases[i].want), "case %zu: '%s', expected '%s'", i, err.msg, cases[i].want);
         eli_audio_free(e);
         eli_mmproj_free(p);
         free(buf);
     }
-    gguf_close(src);
+    eli_gguf_close(src);
 }
 
 /* eliza-infer embed-audio: the printed counts and the file it writes. */

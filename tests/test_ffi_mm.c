@@ -265,7 +265,7 @@ static void edit_width(edit *e) {
 /* The golden projector with 128-wide image embeddings, written to path. */
 static int write_narrow_projector(const char *path) {
     eli_error err = {0};
-    gguf_file *g = gguf_open(eli_shared_path(PROJ), &err);
+    eli_gguf_file *g = eli_gguf_open(eli_shared_path(PROJ), &err);
     if (!g) return -1;
     size_t size;
     uint8_t *buf = rewrite_with(g, edit_width, &size);
@@ -273,7 +273,7 @@ static int write_narrow_projector(const char *path) {
     const int rc = f && fwrite(buf, 1, size, f) == size ? 0 : -1;
     if (f) fclose(f);
     free(buf);
-    gguf_close(g);
+    eli_gguf_close(g);
     return rc;
 }
 

@@ -36,10 +36,10 @@ static uint64_t rng_below(uint64_t n) { return n ? rng_u64() % n : 0; }
 /* Opens w's file and expects failure with a message containing every non-NULL needle. */
 static void expect_fail_buf(const uint8_t *buf, size_t size, const char *what, const char *n1, const char *n2) {
     eli_error err = {0};
-    gguf_file *f = gguf_open_memory(buf, size, &err);
+    eli_gguf_file *f = eli_gguf_open_memory(buf, size, &err);
     CHECK(f == NULL, "%s: opened but should have failed", what);
     if (f) {
-        gguf_close(f);
+        eli_gguf_close(f);
         return;
     }
     CHECK(err.code < 0, "%s: code %d", what, err.code);
@@ -56,13 +56,13 @@ static void expect_fail(gw_file *w, const char *what, const char *n1, const char
     gw_free(w);
 }
 
-/* Opens w's file and expects success; *buf_out receives the buffer (free it after gguf_close). */
-static gguf_file *expect_ok(gw_file *w, const char *what, uint8_t **buf_out, size_t *size_out) {
+/* Opens w's file and expects success; *buf_out receives the buffer (free it after eli_gguf_close). */
+static eli_gguf_file *expect_ok(gw_file *w, const char *what, uint8_t **buf_out, size_t *size_out) {
     size_t size;
     uint8_t *buf = gw_finish(w, &size);
     gw_free(w);
     eli_error err = {0};
-    gguf_file *f = gguf_open_memory(buf, size, &err);
+    eli_gguf_file *f = eli_gguf_open_memory(buf, size, &err);
     CHECK(f != NULL, "%s: %s", what, err.msg);
     if (!f) {
         free(buf);
@@ -75,8 +75,8 @@ static gguf_file *expect_ok(gw_file *w, const char *what, uint8_t **buf_out, siz
 
 static void expect_ok_close(gw_file *w, const char *what) {
     uint8_t *buf;
-    gguf_file *f = expect_ok(w, what, &buf, NULL);
-    gguf_close(f);
+    eli_gguf_file *f = expect_ok(w, what, &buf, NULL);
+    eli_gguf_close(f);
     free(buf);
 }
 
@@ -191,39 +191,39 @@ static void build_rich(gw_file *w) {
     }
 }
 
-static int64_t vi64(const gguf_value *v, uint64_t idx) {
+static int64_t vi64(const eli_gguf_value *v, uint64_t idx) {
     int64_t x = 0x5a5a;
     eli_error err = {0};
-    int rc = gguf_value_i64(v, idx, &x, "vi64", &err);
-    CHECK(rc == ELI_OK, "gguf_value_i64[%llu]: %s", (unsigned long long)idx, err.msg);
+    int rc = eli_gguf_value_i64(v, idx, &x, "vi64", &err);
+    CHECK(rc == ELI_OK, "eli_gguf_value_i64[%llu]: %s", (unsigned long long)idx, err.msg);
     return x;
 }
 
-static double vf64(const gguf_value *v, uint64_t idx) {
+static double vf64(const eli_gguf_value *v, uint64_t idx) {
     double x = 0;
     eli_error err = {0};
-    int rc = gguf_value_f64(v, idx, &x, "vf64", &err);
-    CHECK(rc == ELI_OK, "gguf_value_f64[%llu]: %s", (unsigned long long)idx, err.msg);
+    int rc = eli_gguf_value_f64(v, idx, &x, "vf64", &err);
+    CHECK(rc == ELI_OK, "eli_gguf_value_f64[%llu]: %s", (unsigned long long)idx, err.msg);
     return x;
 }
 
-static const gguf_value *find_typed(const gguf_file *f, const char *key, uint32_t type) {
-    const gguf_value *v = gguf_find(f, key);
+static const eli_gguf_value *find_typed(const eli_gguf_file *f, const char *key, uint32_t type) {
+    const eli_gguf_value *v = eli_gguf_find(f, key);
     CHECK(v != NULL, "key '%s' not found", key);
     if (v) CHECK(v->type == type, "key '%s' has type %u, want %u", key, v->type, type);
     return v && v->type == type ? v : NULL;
 }
 
-static const gguf_value *find_arr(const gguf_file *f, const char *key, uint32_t et, uint64_t n) {
-    const gguf_value *v = find_typed(f, key, GGUF_VT_ARRAY);
+static const eli_gguf_value *find_arr(const eli_gguf_file *f, const char *key, uint32_t et, uint64_t n) {
+    const eli_gguf_value *v = find_typed(f, key, GGUF_VT_ARRAY);
     if (!v) return NULL;
     CHECK(v->v.arr.elem_type == et, "%s: elem type %u, want %u", key, v->v.arr.elem_type, et);
     CHECK(v->v.arr.n == n, "%s: %llu elements, want %llu", key, (unsigned long long)v->v.arr.n, (unsigned long long)n);
-    CHECK(gguf_value_count(v) == n, "%s: gguf_value_count", key);
+    CHECK(eli_gguf_value_count(v) == n, "%s: eli_gguf_value_count", key);
     return v->v.arr.elem_type == et && v->v.arr.n == n ? v : NULL;
 }
 
-static int str_is(gguf_str s, const char *c, size_t len) { return s.len == len && !memcmp(s.ptr, c, len); }
+static int str_is(eli_gguf_str s, const char *c, size_t len) { return s.len == len && !memcmp(s.ptr, c, len); }
 
 /* Expects a getter call to fail with a message naming the key. */
 #define CHECK_GETTER_FAILS(call, key)                                                                     \
@@ -234,28 +234,28 @@ static int str_is(gguf_str s, const char *c, size_t len) { return s.len == len &
         CHECK(strstr(e_.msg, key) != NULL, "%s: message '%s' lacks the key", #call, e_.msg);              \
     } while (0)
 
-static void check_rich(const gguf_file *f, const uint8_t *base, size_t size, const char *what) {
-    CHECK(gguf_version(f) == 3, "%s: version", what);
-    CHECK(gguf_file_size(f) == size, "%s: size %llu vs %zu", what, (unsigned long long)gguf_file_size(f), size);
-    CHECK(gguf_alignment(f) == 32, "%s: alignment %u", what, gguf_alignment(f));
-    CHECK(gguf_data_offset(f) % 32 == 0, "%s: data offset %llu", what, (unsigned long long)gguf_data_offset(f));
-    if (base) CHECK(gguf_mapping(f) == base, "%s: mapping", what);
-    const uint8_t *map = gguf_mapping(f);
+static void check_rich(const eli_gguf_file *f, const uint8_t *base, size_t size, const char *what) {
+    CHECK(eli_gguf_version(f) == 3, "%s: version", what);
+    CHECK(eli_gguf_file_size(f) == size, "%s: size %llu vs %zu", what, (unsigned long long)eli_gguf_file_size(f), size);
+    CHECK(eli_gguf_alignment(f) == 32, "%s: alignment %u", what, eli_gguf_alignment(f));
+    CHECK(eli_gguf_data_offset(f) % 32 == 0, "%s: data offset %llu", what, (unsigned long long)eli_gguf_data_offset(f));
+    if (base) CHECK(eli_gguf_mapping(f) == base, "%s: mapping", what);
+    const uint8_t *map = eli_gguf_mapping(f);
     CHECK(map[0] == 'G' && map[3] == 'F', "%s: mapping content", what);
-    CHECK(gguf_n_kv(f) == RICH_NKV, "%s: n_kv %llu", what, (unsigned long long)gguf_n_kv(f));
-    CHECK(gguf_n_tensors(f) == RICH_NT, "%s: n_tensors %llu", what, (unsigned long long)gguf_n_tensors(f));
-    CHECK(gguf_kv_at(f, 0) && !strcmp(gguf_kv_at(f, 0)->key, "s.u8"), "%s: first key", what);
-    CHECK(gguf_kv_at(f, RICH_NKV - 1) && !strcmp(gguf_kv_at(f, RICH_NKV - 1)->key, "general.architecture"),
+    CHECK(eli_gguf_n_kv(f) == RICH_NKV, "%s: n_kv %llu", what, (unsigned long long)eli_gguf_n_kv(f));
+    CHECK(eli_gguf_n_tensors(f) == RICH_NT, "%s: n_tensors %llu", what, (unsigned long long)eli_gguf_n_tensors(f));
+    CHECK(eli_gguf_kv_at(f, 0) && !strcmp(eli_gguf_kv_at(f, 0)->key, "s.u8"), "%s: first key", what);
+    CHECK(eli_gguf_kv_at(f, RICH_NKV - 1) && !strcmp(eli_gguf_kv_at(f, RICH_NKV - 1)->key, "general.architecture"),
           "%s: last key", what);
-    CHECK(gguf_kv_at(f, RICH_NKV) == NULL, "%s: kv_at past the end", what);
-    CHECK(gguf_tensor_at(f, RICH_NT) == NULL, "%s: tensor_at past the end", what);
-    for (uint64_t i = 0; i < gguf_n_kv(f); i++)
-        CHECK(gguf_find(f, gguf_kv_at(f, i)->key) == &gguf_kv_at(f, i)->value, "%s: find(kv #%llu)", what,
+    CHECK(eli_gguf_kv_at(f, RICH_NKV) == NULL, "%s: kv_at past the end", what);
+    CHECK(eli_gguf_tensor_at(f, RICH_NT) == NULL, "%s: tensor_at past the end", what);
+    for (uint64_t i = 0; i < eli_gguf_n_kv(f); i++)
+        CHECK(eli_gguf_find(f, eli_gguf_kv_at(f, i)->key) == &eli_gguf_kv_at(f, i)->value, "%s: find(kv #%llu)", what,
               (unsigned long long)i);
-    CHECK(gguf_find(f, "s.missing") == NULL && gguf_find(f, "") == NULL && gguf_find(f, NULL) == NULL,
+    CHECK(eli_gguf_find(f, "s.missing") == NULL && eli_gguf_find(f, "") == NULL && eli_gguf_find(f, NULL) == NULL,
           "%s: absent keys", what);
 
-    const gguf_value *v;
+    const eli_gguf_value *v;
     if ((v = find_typed(f, "s.u8", GGUF_VT_UINT8))) CHECK(v->v.u64 == 200 && vi64(v, 0) == 200, "s.u8");
     if ((v = find_typed(f, "s.i8", GGUF_VT_INT8))) CHECK(v->v.i64 == -100 && vi64(v, 0) == -100, "s.i8");
     if ((v = find_typed(f, "s.u16", GGUF_VT_UINT16))) CHECK(v->v.u64 == 60000, "s.u16");
@@ -265,14 +265,14 @@ static void check_rich(const gguf_file *f, const uint8_t *base, size_t size, con
     if ((v = find_typed(f, "s.f32", GGUF_VT_FLOAT32))) CHECK(v->v.f64 == 1.5 && vf64(v, 0) == 1.5, "s.f32");
     if ((v = find_typed(f, "s.bool.true", GGUF_VT_BOOL))) CHECK(v->v.u64 == 1, "s.bool.true");
     if ((v = find_typed(f, "s.bool.false", GGUF_VT_BOOL))) CHECK(v->v.u64 == 0, "s.bool.false");
-    if ((v = find_typed(f, "s.str", GGUF_VT_STRING))) CHECK(gguf_str_eq(v->v.str, "hello, world"), "s.str");
-    if ((v = find_typed(f, "s.str.empty", GGUF_VT_STRING))) CHECK(v->v.str.len == 0 && gguf_str_eq(v->v.str, ""), "s.str.empty");
+    if ((v = find_typed(f, "s.str", GGUF_VT_STRING))) CHECK(eli_gguf_str_eq(v->v.str, "hello, world"), "s.str");
+    if ((v = find_typed(f, "s.str.empty", GGUF_VT_STRING))) CHECK(v->v.str.len == 0 && eli_gguf_str_eq(v->v.str, ""), "s.str.empty");
     if ((v = find_typed(f, "s.str.nul", GGUF_VT_STRING)))
-        CHECK(str_is(v->v.str, "a\0b", 3) && !gguf_str_eq(v->v.str, "a"), "s.str.nul");
+        CHECK(str_is(v->v.str, "a\0b", 3) && !eli_gguf_str_eq(v->v.str, "a"), "s.str.nul");
     if ((v = find_typed(f, "s.u64", GGUF_VT_UINT64))) {
         CHECK(v->v.u64 == 0xFEDCBA9876543210ull, "s.u64");
         int64_t x;
-        CHECK(gguf_value_i64(v, 0, &x, "s.u64", NULL) < 0, "s.u64 > INT64_MAX must not convert to i64");
+        CHECK(eli_gguf_value_i64(v, 0, &x, "s.u64", NULL) < 0, "s.u64 > INT64_MAX must not convert to i64");
         CHECK(vf64(v, 0) == (double)0xFEDCBA9876543210ull, "s.u64 as f64");
     }
     if ((v = find_typed(f, "s.i64", GGUF_VT_INT64))) CHECK(v->v.i64 == INT64_MIN && vi64(v, 0) == INT64_MIN, "s.i64");
@@ -294,15 +294,15 @@ static void check_rich(const gguf_file *f, const uint8_t *base, size_t size, con
         CHECK(vi64(v, 1) == -2, "a.f32[1] as integer");
         int64_t x;
         eli_error e = {0};
-        CHECK(gguf_value_i64(v, 0, &x, "a.f32", &e) < 0 && strstr(e.msg, "a.f32"), "0.5 is not an integer: %s", e.msg);
-        CHECK(gguf_value_i64(v, 2, &x, "a.f32", NULL) < 0, "1e30 is out of i64 range");
-        CHECK(gguf_value_i64(v, 3, &x, "a.f32", &e) < 0 && strstr(e.msg, "out of range"), "index 3: %s", e.msg);
+        CHECK(eli_gguf_value_i64(v, 0, &x, "a.f32", &e) < 0 && strstr(e.msg, "a.f32"), "0.5 is not an integer: %s", e.msg);
+        CHECK(eli_gguf_value_i64(v, 2, &x, "a.f32", NULL) < 0, "1e30 is out of i64 range");
+        CHECK(eli_gguf_value_i64(v, 3, &x, "a.f32", &e) < 0 && strstr(e.msg, "out of range"), "index 3: %s", e.msg);
     }
     if ((v = find_arr(f, "a.bool", GGUF_VT_BOOL, 3))) CHECK(vi64(v, 0) == 1 && vi64(v, 1) == 0 && vi64(v, 2) == 1, "a.bool");
     if ((v = find_arr(f, "a.u64", GGUF_VT_UINT64, 3))) {
         CHECK(vi64(v, 0) == 0 && vi64(v, 2) == (int64_t)1 << 40, "a.u64");
         int64_t x;
-        CHECK(gguf_value_i64(v, 1, &x, "a.u64", NULL) < 0, "a.u64[1] = UINT64_MAX must not convert to i64");
+        CHECK(eli_gguf_value_i64(v, 1, &x, "a.u64", NULL) < 0, "a.u64[1] = UINT64_MAX must not convert to i64");
         CHECK(vf64(v, 1) == (double)UINT64_MAX, "a.u64[1] as f64");
     }
     if ((v = find_arr(f, "a.i64", GGUF_VT_INT64, 3)))
@@ -312,38 +312,38 @@ static void check_rich(const gguf_file *f, const uint8_t *base, size_t size, con
         CHECK(vf64(v, 0) == 1e-300 && z == 0.0 && signbit(z) && vf64(v, 2) == 3.25, "a.f64");
     }
     if ((v = find_arr(f, "a.str", GGUF_VT_STRING, 3))) {
-        CHECK(gguf_str_eq(v->v.arr.strs[0], "alpha") && v->v.arr.strs[1].len == 0 &&
-                  gguf_str_eq(v->v.arr.strs[2], "\xce\xb3\xe2\x96\x81"),
+        CHECK(eli_gguf_str_eq(v->v.arr.strs[0], "alpha") && v->v.arr.strs[1].len == 0 &&
+                  eli_gguf_str_eq(v->v.arr.strs[2], "\xce\xb3\xe2\x96\x81"),
               "a.str");
         int64_t x;
         eli_error e = {0};
-        CHECK(gguf_value_i64(v, 0, &x, "a.str", &e) < 0 && strstr(e.msg, "not numeric"), "a.str numeric: %s", e.msg);
+        CHECK(eli_gguf_value_i64(v, 0, &x, "a.str", &e) < 0 && strstr(e.msg, "not numeric"), "a.str numeric: %s", e.msg);
     }
     find_arr(f, "a.empty", GGUF_VT_UINT32, 0);
     find_arr(f, "a.str.empty", GGUF_VT_STRING, 0);
     if ((v = find_arr(f, "n.i32", GGUF_VT_ARRAY, 3))) {
-        const gguf_value *it = v->v.arr.items;
+        const eli_gguf_value *it = v->v.arr.items;
         CHECK(it[0].type == GGUF_VT_ARRAY && it[0].v.arr.elem_type == GGUF_VT_INT32 && it[0].v.arr.n == 2 &&
                   vi64(&it[0], 0) == 1 && vi64(&it[0], 1) == 2,
               "n.i32[0]");
         CHECK(it[1].v.arr.elem_type == GGUF_VT_INT32 && it[1].v.arr.n == 1 && vi64(&it[1], 0) == 3, "n.i32[1]");
         CHECK(it[2].v.arr.elem_type == GGUF_VT_UINT8 && it[2].v.arr.n == 0, "n.i32[2]");
         int64_t x;
-        CHECK(gguf_value_i64(v, 0, &x, "n.i32", NULL) < 0, "an array of arrays is not numeric");
+        CHECK(eli_gguf_value_i64(v, 0, &x, "n.i32", NULL) < 0, "an array of arrays is not numeric");
     }
     if ((v = find_arr(f, "n.str", GGUF_VT_ARRAY, 2))) {
-        const gguf_value *it = v->v.arr.items;
-        CHECK(it[0].v.arr.elem_type == GGUF_VT_STRING && it[0].v.arr.n == 1 && gguf_str_eq(it[0].v.arr.strs[0], "x"),
+        const eli_gguf_value *it = v->v.arr.items;
+        CHECK(it[0].v.arr.elem_type == GGUF_VT_STRING && it[0].v.arr.n == 1 && eli_gguf_str_eq(it[0].v.arr.strs[0], "x"),
               "n.str[0]");
-        CHECK(it[1].v.arr.elem_type == GGUF_VT_STRING && it[1].v.arr.n == 2 && gguf_str_eq(it[1].v.arr.strs[0], "y") &&
-                  gguf_str_eq(it[1].v.arr.strs[1], "z"),
+        CHECK(it[1].v.arr.elem_type == GGUF_VT_STRING && it[1].v.arr.n == 2 && eli_gguf_str_eq(it[1].v.arr.strs[0], "y") &&
+                  eli_gguf_str_eq(it[1].v.arr.strs[1], "z"),
               "n.str[1]");
     }
     if ((v = find_arr(f, "n.deep", GGUF_VT_ARRAY, 2))) {
-        const gguf_value *l1 = &v->v.arr.items[0];
+        const eli_gguf_value *l1 = &v->v.arr.items[0];
         CHECK(l1->v.arr.elem_type == GGUF_VT_ARRAY && l1->v.arr.n == 1, "n.deep[0]");
         if (l1->v.arr.n == 1) {
-            const gguf_value *l2 = &l1->v.arr.items[0];
+            const eli_gguf_value *l2 = &l1->v.arr.items[0];
             CHECK(l2->v.arr.elem_type == GGUF_VT_UINT16 && l2->v.arr.n == 1 && vi64(l2, 0) == 7, "n.deep[0][0]");
         }
         CHECK(v->v.arr.items[1].v.arr.elem_type == GGUF_VT_ARRAY && v->v.arr.items[1].v.arr.n == 0, "n.deep[1]");
@@ -354,60 +354,60 @@ static void check_rich(const gguf_file *f, const uint8_t *base, size_t size, con
     uint32_t u = 77;
     float fl = 0;
     int bo = -1;
-    gguf_str s = {0};
-    const gguf_value *av = NULL;
-    CHECK(gguf_get_u32(f, "s.u8", &u, NULL) == 1 && u == 200, "get_u32(s.u8)");
-    CHECK(gguf_get_u32(f, "s.u32", &u, NULL) == 1 && u == 4000000000u, "get_u32(s.u32)");
-    CHECK(gguf_get_u32(f, "s.bool.true", &u, NULL) == 1 && u == 1, "get_u32(bool)");
+    eli_gguf_str s = {0};
+    const eli_gguf_value *av = NULL;
+    CHECK(eli_gguf_get_u32(f, "s.u8", &u, NULL) == 1 && u == 200, "get_u32(s.u8)");
+    CHECK(eli_gguf_get_u32(f, "s.u32", &u, NULL) == 1 && u == 4000000000u, "get_u32(s.u32)");
+    CHECK(eli_gguf_get_u32(f, "s.bool.true", &u, NULL) == 1 && u == 1, "get_u32(bool)");
     u = 77;
-    CHECK(gguf_get_u32(f, "s.absent", &u, NULL) == 0 && u == 77, "get_u32(absent) leaves out untouched");
-    CHECK_GETTER_FAILS(gguf_get_u32(f, "s.i32", &u, &e_), "s.i32");
-    CHECK_GETTER_FAILS(gguf_get_u32(f, "s.u64", &u, &e_), "s.u64");
-    CHECK_GETTER_FAILS(gguf_get_u32(f, "s.f32", &u, &e_), "s.f32");
-    CHECK_GETTER_FAILS(gguf_get_u32(f, "s.str", &u, &e_), "s.str");
-    CHECK_GETTER_FAILS(gguf_get_u32(f, "a.u32", &u, &e_), "a.u32");
+    CHECK(eli_gguf_get_u32(f, "s.absent", &u, NULL) == 0 && u == 77, "get_u32(absent) leaves out untouched");
+    CHECK_GETTER_FAILS(eli_gguf_get_u32(f, "s.i32", &u, &e_), "s.i32");
+    CHECK_GETTER_FAILS(eli_gguf_get_u32(f, "s.u64", &u, &e_), "s.u64");
+    CHECK_GETTER_FAILS(eli_gguf_get_u32(f, "s.f32", &u, &e_), "s.f32");
+    CHECK_GETTER_FAILS(eli_gguf_get_u32(f, "s.str", &u, &e_), "s.str");
+    CHECK_GETTER_FAILS(eli_gguf_get_u32(f, "a.u32", &u, &e_), "a.u32");
     CHECK(u == 77, "failed getters leave out alone (u = %u)", u);
-    CHECK(gguf_get_f32(f, "s.f32", &fl, NULL) == 1 && fl == 1.5f, "get_f32(s.f32)");
-    CHECK(gguf_get_f32(f, "s.i16", &fl, NULL) == 1 && fl == -30000.0f, "get_f32(s.i16)");
-    CHECK(gguf_get_f32(f, "s.absent", &fl, NULL) == 0, "get_f32(absent)");
-    CHECK_GETTER_FAILS(gguf_get_f32(f, "s.str", &fl, &e_), "s.str");
-    CHECK_GETTER_FAILS(gguf_get_f32(f, "a.f32", &fl, &e_), "a.f32");
-    CHECK(gguf_get_bool(f, "s.bool.true", &bo, NULL) == 1 && bo == 1, "get_bool(true)");
-    CHECK(gguf_get_bool(f, "s.bool.false", &bo, NULL) == 1 && bo == 0, "get_bool(false)");
-    CHECK(gguf_get_bool(f, "s.absent", &bo, NULL) == 0, "get_bool(absent)");
-    CHECK_GETTER_FAILS(gguf_get_bool(f, "s.u8", &bo, &e_), "s.u8");
-    CHECK(gguf_get_str(f, "s.str", &s, NULL) == 1 && gguf_str_eq(s, "hello, world"), "get_str");
-    CHECK(gguf_get_str(f, "s.absent", &s, NULL) == 0, "get_str(absent)");
-    CHECK_GETTER_FAILS(gguf_get_str(f, "s.u8", &s, &e_), "s.u8");
-    CHECK_GETTER_FAILS(gguf_get_str(f, "a.str", &s, &e_), "a.str");
-    CHECK(gguf_get_arr(f, "a.str", GGUF_VT_STRING, &av, NULL) == 1 && av == gguf_find(f, "a.str"), "get_arr(str)");
-    CHECK(gguf_get_arr(f, "a.u8", GGUF_VT_COUNT, &av, NULL) == 1 && av == gguf_find(f, "a.u8"), "get_arr(any)");
-    CHECK(gguf_get_arr(f, "n.i32", GGUF_VT_ARRAY, &av, NULL) == 1, "get_arr(array)");
-    CHECK(gguf_get_arr(f, "s.absent", GGUF_VT_STRING, &av, NULL) == 0, "get_arr(absent)");
-    CHECK_GETTER_FAILS(gguf_get_arr(f, "a.str", GGUF_VT_UINT32, &av, &e_), "a.str");
-    CHECK_GETTER_FAILS(gguf_get_arr(f, "s.u8", GGUF_VT_COUNT, &av, &e_), "s.u8");
+    CHECK(eli_gguf_get_f32(f, "s.f32", &fl, NULL) == 1 && fl == 1.5f, "get_f32(s.f32)");
+    CHECK(eli_gguf_get_f32(f, "s.i16", &fl, NULL) == 1 && fl == -30000.0f, "get_f32(s.i16)");
+    CHECK(eli_gguf_get_f32(f, "s.absent", &fl, NULL) == 0, "get_f32(absent)");
+    CHECK_GETTER_FAILS(eli_gguf_get_f32(f, "s.str", &fl, &e_), "s.str");
+    CHECK_GETTER_FAILS(eli_gguf_get_f32(f, "a.f32", &fl, &e_), "a.f32");
+    CHECK(eli_gguf_get_bool(f, "s.bool.true", &bo, NULL) == 1 && bo == 1, "get_bool(true)");
+    CHECK(eli_gguf_get_bool(f, "s.bool.false", &bo, NULL) == 1 && bo == 0, "get_bool(false)");
+    CHECK(eli_gguf_get_bool(f, "s.absent", &bo, NULL) == 0, "get_bool(absent)");
+    CHECK_GETTER_FAILS(eli_gguf_get_bool(f, "s.u8", &bo, &e_), "s.u8");
+    CHECK(eli_gguf_get_str(f, "s.str", &s, NULL) == 1 && eli_gguf_str_eq(s, "hello, world"), "get_str");
+    CHECK(eli_gguf_get_str(f, "s.absent", &s, NULL) == 0, "get_str(absent)");
+    CHECK_GETTER_FAILS(eli_gguf_get_str(f, "s.u8", &s, &e_), "s.u8");
+    CHECK_GETTER_FAILS(eli_gguf_get_str(f, "a.str", &s, &e_), "a.str");
+    CHECK(eli_gguf_get_arr(f, "a.str", GGUF_VT_STRING, &av, NULL) == 1 && av == eli_gguf_find(f, "a.str"), "get_arr(str)");
+    CHECK(eli_gguf_get_arr(f, "a.u8", GGUF_VT_COUNT, &av, NULL) == 1 && av == eli_gguf_find(f, "a.u8"), "get_arr(any)");
+    CHECK(eli_gguf_get_arr(f, "n.i32", GGUF_VT_ARRAY, &av, NULL) == 1, "get_arr(array)");
+    CHECK(eli_gguf_get_arr(f, "s.absent", GGUF_VT_STRING, &av, NULL) == 0, "get_arr(absent)");
+    CHECK_GETTER_FAILS(eli_gguf_get_arr(f, "a.str", GGUF_VT_UINT32, &av, &e_), "a.str");
+    CHECK_GETTER_FAILS(eli_gguf_get_arr(f, "s.u8", GGUF_VT_COUNT, &av, &e_), "s.u8");
     {
         int64_t x;
         eli_error e = {0};
-        const gguf_value *sv = gguf_find(f, "s.u8");
-        CHECK(sv && gguf_value_i64(sv, 1, &x, "s.u8", &e) < 0 && strstr(e.msg, "s.u8"), "scalar index 1: %s", e.msg);
-        const gguf_value *st = gguf_find(f, "s.str");
+        const eli_gguf_value *sv = eli_gguf_find(f, "s.u8");
+        CHECK(sv && eli_gguf_value_i64(sv, 1, &x, "s.u8", &e) < 0 && strstr(e.msg, "s.u8"), "scalar index 1: %s", e.msg);
+        const eli_gguf_value *st = eli_gguf_find(f, "s.str");
         double d;
-        CHECK(st && gguf_value_f64(st, 0, &d, "s.str", &e) < 0 && strstr(e.msg, "s.str"), "string as number: %s", e.msg);
+        CHECK(st && eli_gguf_value_f64(st, 0, &d, "s.str", &e) < 0 && strstr(e.msg, "s.str"), "string as number: %s", e.msg);
     }
 
     /* tensors */
-    uint64_t data_off = gguf_data_offset(f);
+    uint64_t data_off = eli_gguf_data_offset(f);
     for (int t = 0; t < RICH_NT; t++) {
         const tdesc *d = &RICH_TENSORS[t];
-        const gguf_tensor *ti = gguf_tensor_at(f, (uint64_t)t);
+        const eli_gguf_tensor *ti = eli_gguf_tensor_at(f, (uint64_t)t);
         CHECK(ti && !strcmp(ti->name, d->name), "%s: tensor #%d name", what, t);
         if (!ti) continue;
-        CHECK(gguf_find_tensor(f, d->name) == ti, "%s: find_tensor(%s)", what, d->name);
+        CHECK(eli_gguf_find_tensor(f, d->name) == ti, "%s: find_tensor(%s)", what, d->name);
         CHECK(ti->type == d->type && ti->n_dims == d->n_dims, "%s: %s type/dims", what, d->name);
         for (int k = 0; k < 4; k++) CHECK(ti->ne[k] == (int64_t)d->ne[k], "%s: %s ne[%d] = %lld", what, d->name, k, (long long)ti->ne[k]);
         int64_t nel = (int64_t)(d->ne[0] * d->ne[1] * d->ne[2] * d->ne[3]);
-        CHECK(gguf_tensor_nelements(ti) == nel, "%s: %s nelements", what, d->name);
+        CHECK(eli_gguf_tensor_nelements(ti) == nel, "%s: %s nelements", what, d->name);
         size_t nb = tdesc_bytes(d);
         CHECK(ti->nbytes == nb, "%s: %s nbytes %llu want %zu", what, d->name, (unsigned long long)ti->nbytes, nb);
         CHECK(ti->offset % 32 == 0, "%s: %s offset %llu", what, d->name, (unsigned long long)ti->offset);
@@ -416,9 +416,9 @@ static void check_rich(const gguf_file *f, const uint8_t *base, size_t size, con
         for (size_t i = 0; i < nb; i++) same &= ((const uint8_t *)ti->data)[i] == tensor_byte(t, i);
         CHECK(same, "%s: %s data bytes", what, d->name);
     }
-    const gguf_tensor *last = gguf_tensor_at(f, RICH_NT - 1);
+    const eli_gguf_tensor *last = eli_gguf_tensor_at(f, RICH_NT - 1);
     CHECK(last && data_off + last->offset + last->nbytes == size, "%s: file ends with the last tensor", what);
-    CHECK(gguf_find_tensor(f, "t.missing") == NULL && gguf_find_tensor(f, NULL) == NULL, "%s: absent tensor", what);
+    CHECK(eli_gguf_find_tensor(f, "t.missing") == NULL && eli_gguf_find_tensor(f, NULL) == NULL, "%s: absent tensor", what);
 }
 
 static void test_rich_roundtrip(void) {
@@ -426,11 +426,11 @@ static void test_rich_roundtrip(void) {
     build_rich(&w);
     uint8_t *buf;
     size_t size;
-    gguf_file *f = expect_ok(&w, "rich", &buf, &size);
+    eli_gguf_file *f = expect_ok(&w, "rich", &buf, &size);
     if (f) check_rich(f, buf, size, "rich (memory)");
-    gguf_close(f);
+    eli_gguf_close(f);
 
-    /* the same bytes through a real file and gguf_open */
+    /* the same bytes through a real file and eli_gguf_open */
     if (buf) {
         char path[] = "/tmp/eli_test_gguf_XXXXXX";
         int fd = mkstemp(path);
@@ -439,60 +439,60 @@ static void test_rich_roundtrip(void) {
             CHECK(write(fd, buf, size) == (ssize_t)size, "write temp file");
             close(fd);
             eli_error err = {0};
-            gguf_file *g = gguf_open(path, &err);
-            CHECK(g != NULL, "gguf_open(%s): %s", path, err.msg);
+            eli_gguf_file *g = eli_gguf_open(path, &err);
+            CHECK(g != NULL, "eli_gguf_open(%s): %s", path, err.msg);
             if (g) {
-                CHECK(gguf_mapping(g) != buf, "gguf_open maps the file itself");
+                CHECK(eli_gguf_mapping(g) != buf, "eli_gguf_open maps the file itself");
                 check_rich(g, NULL, size, "rich (file)");
-                gguf_close(g);
+                eli_gguf_close(g);
             }
             /* truncated on disk: fails and the message names the path */
             CHECK(truncate(path, (off_t)(size - 1)) == 0, "truncate");
-            g = gguf_open(path, &err);
+            g = eli_gguf_open(path, &err);
             CHECK(g == NULL && strstr(err.msg, path) && strstr(err.msg, "tensor"), "truncated file: %s", err.msg);
-            gguf_close(g);
+            eli_gguf_close(g);
             CHECK(truncate(path, 0) == 0, "truncate to 0");
-            g = gguf_open(path, &err);
+            g = eli_gguf_open(path, &err);
             CHECK(g == NULL && strstr(err.msg, path) && strstr(err.msg, "truncated"), "empty file: %s", err.msg);
-            gguf_close(g);
+            eli_gguf_close(g);
             unlink(path);
-            g = gguf_open(path, &err);
+            g = eli_gguf_open(path, &err);
             CHECK(g == NULL && strstr(err.msg, path), "missing file: %s", err.msg);
-            gguf_close(g);
+            eli_gguf_close(g);
         }
         eli_error err = {0};
-        gguf_file *g = gguf_open("/tmp", &err);
+        eli_gguf_file *g = eli_gguf_open("/tmp", &err);
         CHECK(g == NULL && strstr(err.msg, "not a regular file"), "directory: %s", err.msg);
-        gguf_close(g);
-        g = gguf_open(NULL, &err);
+        eli_gguf_close(g);
+        g = eli_gguf_open(NULL, &err);
         CHECK(g == NULL && err.code < 0, "NULL path");
-        g = gguf_open_memory(NULL, 16, &err);
+        g = eli_gguf_open_memory(NULL, 16, &err);
         CHECK(g == NULL && err.code < 0, "NULL buffer");
-        g = gguf_open_memory(NULL, 0, &err);
+        g = eli_gguf_open_memory(NULL, 0, &err);
         CHECK(g == NULL && err.code < 0 && strstr(err.msg, "truncated"), "empty buffer: %s", err.msg);
-        CHECK(gguf_open_memory(buf, 3, NULL) == NULL, "NULL err is allowed");
+        CHECK(eli_gguf_open_memory(buf, 3, NULL) == NULL, "NULL err is allowed");
     }
     free(buf);
-    gguf_close(NULL);
+    eli_gguf_close(NULL);
 
     /* A copy through gw_value of every parsed entry reproduces the metadata bytes exactly. */
     build_rich(&w);
     size_t n1;
     uint8_t *b1 = gw_finish(&w, &n1);
     gw_free(&w);
-    f = gguf_open_memory(b1, n1, NULL);
+    f = eli_gguf_open_memory(b1, n1, NULL);
     CHECK(f != NULL, "rich reopen");
     if (f) {
         gw_buf kv = {0};
-        for (uint64_t i = 0; i < gguf_n_kv(f); i++) {
-            const gguf_kv *e = gguf_kv_at(f, i);
+        for (uint64_t i = 0; i < eli_gguf_n_kv(f); i++) {
+            const eli_gguf_kv *e = eli_gguf_kv_at(f, i);
             gw_str(&kv, e->key);
             gw_u32(&kv, e->value.type);
             gw_value(&kv, &e->value);
         }
         CHECK(kv.n + GW_HEADER_SIZE <= n1 && !memcmp(kv.p, b1 + GW_HEADER_SIZE, kv.n), "metadata re-serialization");
         free(kv.p);
-        gguf_close(f);
+        eli_gguf_close(f);
     }
     free(b1);
 }
@@ -512,16 +512,16 @@ static void test_alignment(void) {
         gw_tensor(&w, "a", ELI_TYPE_I8, 1, n5, bytes, 5);
         gw_tensor(&w, "b", ELI_TYPE_I8, 1, n3, bytes, 3);
         uint8_t *buf;
-        gguf_file *f = expect_ok(&w, "good alignment", &buf, NULL);
+        eli_gguf_file *f = expect_ok(&w, "good alignment", &buf, NULL);
         if (f) {
-            CHECK(gguf_alignment(f) == good[k], "alignment %u", good[k]);
-            CHECK(gguf_data_offset(f) % good[k] == 0, "data offset %llu, alignment %u",
-                  (unsigned long long)gguf_data_offset(f), good[k]);
-            const gguf_tensor *b = gguf_find_tensor(f, "b");
+            CHECK(eli_gguf_alignment(f) == good[k], "alignment %u", good[k]);
+            CHECK(eli_gguf_data_offset(f) % good[k] == 0, "data offset %llu, alignment %u",
+                  (unsigned long long)eli_gguf_data_offset(f), good[k]);
+            const eli_gguf_tensor *b = eli_gguf_find_tensor(f, "b");
             CHECK(b && b->offset == (good[k] > 5 ? good[k] : (5 + good[k] - 1) / good[k] * good[k]), "b offset %u", good[k]);
             CHECK(b && !memcmp(b->data, bytes, 3), "b data, alignment %u", good[k]);
         }
-        gguf_close(f);
+        eli_gguf_close(f);
         free(buf);
     }
     /* default 32 when absent */
@@ -531,9 +531,9 @@ static void test_alignment(void) {
         gw_kv_u32(&w, "general.alignmentx", 7);
         one_f32_tensor(&w, "x");
         uint8_t *buf;
-        gguf_file *f = expect_ok(&w, "default alignment", &buf, NULL);
-        if (f) CHECK(gguf_alignment(f) == 32, "default alignment");
-        gguf_close(f);
+        eli_gguf_file *f = expect_ok(&w, "default alignment", &buf, NULL);
+        if (f) CHECK(eli_gguf_alignment(f) == 32, "default alignment");
+        eli_gguf_close(f);
         free(buf);
     }
     static const uint32_t bad[] = {0, 3, 48, 100, 1u << 21, 0x80000000u, UINT32_MAX};
@@ -583,12 +583,12 @@ static void test_alignment(void) {
         one_f32_tensor(&w, "x");
         uint8_t *buf;
         size_t size;
-        gguf_file *f = expect_ok(&w, "alignment 64 data start", &buf, &size);
+        eli_gguf_file *f = expect_ok(&w, "alignment 64 data start", &buf, &size);
         if (f) {
-            const gguf_tensor *t = gguf_find_tensor(f, "x");
-            CHECK(t && ((const float *)t->data)[3] == 4.0f && gguf_data_offset(f) % 64 == 0, "alignment 64 data");
+            const eli_gguf_tensor *t = eli_gguf_find_tensor(f, "x");
+            CHECK(t && ((const float *)t->data)[3] == 4.0f && eli_gguf_data_offset(f) % 64 == 0, "alignment 64 data");
         }
-        gguf_close(f);
+        eli_gguf_close(f);
         free(buf);
     }
 }
@@ -604,9 +604,9 @@ static void test_versions_and_magic(void) {
         one_f32_tensor(&w, "x");
         if (ver == 2 || ver == 3) {
             uint8_t *buf;
-            gguf_file *f = expect_ok(&w, "version", &buf, NULL);
-            if (f) CHECK(gguf_version(f) == ver, "version %u", ver);
-            gguf_close(f);
+            eli_gguf_file *f = expect_ok(&w, "version", &buf, NULL);
+            if (f) CHECK(eli_gguf_version(f) == ver, "version %u", ver);
+            eli_gguf_close(f);
             free(buf);
         } else {
             char val[32];
@@ -632,11 +632,11 @@ static void test_versions_and_magic(void) {
         gw_init(&w);
         uint8_t *buf;
         size_t size;
-        gguf_file *f = expect_ok(&w, "empty gguf", &buf, &size);
-        if (f) CHECK(size == 24 && gguf_n_kv(f) == 0 && gguf_n_tensors(f) == 0 && gguf_find(f, "x") == NULL &&
-                         gguf_find_tensor(f, "x") == NULL,
+        eli_gguf_file *f = expect_ok(&w, "empty gguf", &buf, &size);
+        if (f) CHECK(size == 24 && eli_gguf_n_kv(f) == 0 && eli_gguf_n_tensors(f) == 0 && eli_gguf_find(f, "x") == NULL &&
+                         eli_gguf_find_tensor(f, "x") == NULL,
                      "empty gguf");
-        gguf_close(f);
+        eli_gguf_close(f);
         free(buf);
     }
 }
@@ -653,10 +653,10 @@ static void truncation_sweep(gw_file *w, const char *what) {
         uint8_t *p = malloc(len ? len : 1); /* exactly len bytes: ASan catches any read past the end */
         memcpy(p, full, len);
         eli_error err = {0};
-        gguf_file *f = gguf_open_memory(p, len, &err);
+        eli_gguf_file *f = eli_gguf_open_memory(p, len, &err);
         if (f) {
             if (bad++ < 5) fprintf(stderr, "%s: prefix of %zu/%zu bytes opened\n", what, len, size);
-            gguf_close(f);
+            eli_gguf_close(f);
         } else if (err.code >= 0 || !err.msg[0]) {
             msgless++;
         }
@@ -665,9 +665,9 @@ static void truncation_sweep(gw_file *w, const char *what) {
     CHECK(bad == 0, "%s: %d proper prefixes opened", what, bad);
     CHECK(msgless == 0, "%s: %d failures without a message", what, msgless);
     eli_error err = {0};
-    gguf_file *f = gguf_open_memory(full, size, &err);
+    eli_gguf_file *f = eli_gguf_open_memory(full, size, &err);
     CHECK(f != NULL, "%s: full file: %s", what, err.msg);
-    gguf_close(f);
+    eli_gguf_close(f);
     free(full);
 }
 
@@ -834,9 +834,9 @@ static void test_unknown_types(void) {
         uint64_t ne[2] = {tt->block_size, 2};
         gw_tensor(&w, "w.t", t, 2, ne, NULL, 2 * tt->type_size);
         uint8_t *buf;
-        gguf_file *f = expect_ok(&w, tt->name, &buf, NULL);
-        if (f) CHECK(gguf_find_tensor(f, "w.t")->nbytes == 2 * tt->type_size, "%s nbytes", tt->name);
-        gguf_close(f);
+        eli_gguf_file *f = expect_ok(&w, tt->name, &buf, NULL);
+        if (f) CHECK(eli_gguf_find_tensor(f, "w.t")->nbytes == 2 * tt->type_size, "%s nbytes", tt->name);
+        eli_gguf_close(f);
         free(buf);
     }
 }
@@ -915,12 +915,12 @@ static void test_bad_dims(void) {
         gw_tensor(&w, "w.zero", ELI_TYPE_Q4_K, 3, ne, NULL, 0);
         one_f32_tensor(&w, "w.after");
         uint8_t *buf;
-        gguf_file *f = expect_ok(&w, "zero dims", &buf, NULL);
+        eli_gguf_file *f = expect_ok(&w, "zero dims", &buf, NULL);
         if (f) {
-            const gguf_tensor *t = gguf_find_tensor(f, "w.zero");
-            CHECK(t && t->nbytes == 0 && gguf_tensor_nelements(t) == 0, "zero-sized tensor");
+            const eli_gguf_tensor *t = eli_gguf_find_tensor(f, "w.zero");
+            CHECK(t && t->nbytes == 0 && eli_gguf_tensor_nelements(t) == 0, "zero-sized tensor");
         }
-        gguf_close(f);
+        eli_gguf_close(f);
         free(buf);
     }
 }
@@ -973,9 +973,9 @@ static void test_data_placement(void) {
         one_f32_tensor(&w, "w.one");
         gw_tensor_info(&w, "w.alias", ELI_TYPE_F32, 1, NE1, 0);
         uint8_t *buf;
-        gguf_file *f = expect_ok(&w, "aliased tensors", &buf, NULL);
-        if (f) CHECK(gguf_find_tensor(f, "w.one")->data == gguf_find_tensor(f, "w.alias")->data, "alias");
-        gguf_close(f);
+        eli_gguf_file *f = expect_ok(&w, "aliased tensors", &buf, NULL);
+        if (f) CHECK(eli_gguf_find_tensor(f, "w.one")->data == eli_gguf_find_tensor(f, "w.alias")->data, "alias");
+        eli_gguf_close(f);
         free(buf);
     }
 }
@@ -1006,21 +1006,21 @@ static void test_names(void) {
     }
     {
         uint8_t *buf;
-        gguf_file *f = expect_ok(&w, "many names", &buf, NULL);
+        eli_gguf_file *f = expect_ok(&w, "many names", &buf, NULL);
         if (f) {
             int ok = 1;
             for (int i = 0; i < 300; i++) {
                 uint32_t u = 0;
                 snprintf(nm, sizeof nm, "k.%d", i);
-                ok &= gguf_get_u32(f, nm, &u, NULL) == 1 && u == (uint32_t)i * 3;
+                ok &= eli_gguf_get_u32(f, nm, &u, NULL) == 1 && u == (uint32_t)i * 3;
                 snprintf(nm, sizeof nm, "blk.%d.w", i);
-                const gguf_tensor *t = gguf_find_tensor(f, nm);
-                ok &= t && t == gguf_tensor_at(f, (uint64_t)i);
+                const eli_gguf_tensor *t = eli_gguf_find_tensor(f, nm);
+                ok &= t && t == eli_gguf_tensor_at(f, (uint64_t)i);
             }
             CHECK(ok, "many names: lookups");
-            CHECK(gguf_find(f, "k.300") == NULL && gguf_find_tensor(f, "blk.300.w") == NULL, "many names: absent");
+            CHECK(eli_gguf_find(f, "k.300") == NULL && eli_gguf_find_tensor(f, "blk.300.w") == NULL, "many names: absent");
         }
-        gguf_close(f);
+        eli_gguf_close(f);
         free(buf);
     }
     /* the same name for a key and a tensor is fine */
@@ -1036,10 +1036,10 @@ static void test_names(void) {
         gw_init(&w);
         gw_kv_u32(&w, longkey, 5);
         uint8_t *buf;
-        gguf_file *f = expect_ok(&w, "long key", &buf, NULL);
+        eli_gguf_file *f = expect_ok(&w, "long key", &buf, NULL);
         uint32_t u = 0;
-        if (f) CHECK(gguf_get_u32(f, longkey, &u, NULL) == 1 && u == 5, "long key lookup");
-        gguf_close(f);
+        if (f) CHECK(eli_gguf_get_u32(f, longkey, &u, NULL) == 1 && u == 5, "long key lookup");
+        eli_gguf_close(f);
         free(buf);
     }
     /* empty key / NUL in key */
@@ -1107,13 +1107,13 @@ static void test_bools_and_depth(void) {
         gw_arr(b, GGUF_VT_UINT8, 1), gw_u8(b, 42);
         if (L <= 8) {
             uint8_t *buf;
-            gguf_file *f = expect_ok(&w, "nesting", &buf, NULL);
+            eli_gguf_file *f = expect_ok(&w, "nesting", &buf, NULL);
             if (f) {
-                const gguf_value *v = gguf_find(f, "k.deep");
+                const eli_gguf_value *v = eli_gguf_find(f, "k.deep");
                 for (int i = 0; v && i < L - 1; i++) v = v->v.arr.n == 1 ? &v->v.arr.items[0] : NULL;
                 CHECK(v && v->v.arr.elem_type == GGUF_VT_UINT8 && vi64(v, 0) == 42, "%d levels: innermost value", L);
             }
-            gguf_close(f);
+            eli_gguf_close(f);
             free(buf);
         } else {
             expect_fail(&w, "too deep", "key 'k.deep'", "nested");
@@ -1124,7 +1124,7 @@ static void test_bools_and_depth(void) {
 /* ---------------------------------------------------------------------------------------------------- */
 /* Mutation loop */
 
-static uint64_t walk_value(const gguf_value *v) {
+static uint64_t walk_value(const eli_gguf_value *v) {
     uint64_t h = v->type;
     switch (v->type) {
     case GGUF_VT_STRING:
@@ -1140,43 +1140,43 @@ static uint64_t walk_value(const gguf_value *v) {
             for (uint64_t i = 0; i < v->v.arr.n; i++) {
                 double d = 0;
                 int64_t x = 0;
-                if (gguf_value_f64(v, i, &d, "m", NULL) == ELI_OK) h += (uint64_t)(d == d);
-                if (gguf_value_i64(v, i, &x, "m", NULL) == ELI_OK) h += (uint64_t)x;
+                if (eli_gguf_value_f64(v, i, &d, "m", NULL) == ELI_OK) h += (uint64_t)(d == d);
+                if (eli_gguf_value_i64(v, i, &x, "m", NULL) == ELI_OK) h += (uint64_t)x;
             }
         }
         return h;
     default: {
         double d = 0;
         int64_t x = 0;
-        if (gguf_value_f64(v, 0, &d, "m", NULL) == ELI_OK) h += (uint64_t)(d == d);
-        if (gguf_value_i64(v, 0, &x, "m", NULL) == ELI_OK) h += (uint64_t)x;
+        if (eli_gguf_value_f64(v, 0, &d, "m", NULL) == ELI_OK) h += (uint64_t)(d == d);
+        if (eli_gguf_value_i64(v, 0, &x, "m", NULL) == ELI_OK) h += (uint64_t)x;
         return h;
     }
     }
 }
 
 /* Checks the invariants of a file that opened; returns the number of violations. */
-static int check_opened(const gguf_file *f, const uint8_t *buf, size_t size, uint64_t *sink) {
+static int check_opened(const eli_gguf_file *f, const uint8_t *buf, size_t size, uint64_t *sink) {
     int bad = 0;
-    uint32_t a = gguf_alignment(f);
+    uint32_t a = eli_gguf_alignment(f);
     bad += !(a && !(a & (a - 1)));
-    bad += gguf_data_offset(f) % a != 0;
-    for (uint64_t i = 0; i < gguf_n_kv(f); i++) {
-        const gguf_kv *kv = gguf_kv_at(f, i);
+    bad += eli_gguf_data_offset(f) % a != 0;
+    for (uint64_t i = 0; i < eli_gguf_n_kv(f); i++) {
+        const eli_gguf_kv *kv = eli_gguf_kv_at(f, i);
         bad += !kv->key[0];
-        bad += gguf_find(f, kv->key) != &kv->value;
+        bad += eli_gguf_find(f, kv->key) != &kv->value;
         *sink += walk_value(&kv->value);
     }
-    for (uint64_t i = 0; i < gguf_n_tensors(f); i++) {
-        const gguf_tensor *t = gguf_tensor_at(f, i);
-        bad += gguf_find_tensor(f, t->name) != t;
+    for (uint64_t i = 0; i < eli_gguf_n_tensors(f); i++) {
+        const eli_gguf_tensor *t = eli_gguf_tensor_at(f, i);
+        bad += eli_gguf_find_tensor(f, t->name) != t;
         bad += t->n_dims < 1 || t->n_dims > GGUF_MAX_DIMS;
         bad += eli_type_info(t->type) == NULL;
         bad += t->offset % a != 0;
         for (int d = 0; d < 4; d++) bad += t->ne[d] < 0;
-        bad += gguf_tensor_nelements(t) < 0;
+        bad += eli_gguf_tensor_nelements(t) < 0;
         const uint8_t *p = t->data;
-        bad += p < buf + gguf_data_offset(f) || t->nbytes > size || p + t->nbytes > buf + size;
+        bad += p < buf + eli_gguf_data_offset(f) || t->nbytes > size || p + t->nbytes > buf + size;
         if (!bad)
             for (uint64_t j = 0; j < t->nbytes; j++) *sink += p[j]; /* ASan: every byte must be readable */
     }
@@ -1191,14 +1191,14 @@ static void test_mutations(void) {
     gw_free(&w);
     uint64_t meta_end;
     {
-        gguf_file *f = gguf_open_memory(orig, size, NULL);
+        eli_gguf_file *f = eli_gguf_open_memory(orig, size, NULL);
         CHECK(f != NULL, "mutation seed opens");
         if (!f) {
             free(orig);
             return;
         }
-        meta_end = gguf_data_offset(f);
-        gguf_close(f);
+        meta_end = eli_gguf_data_offset(f);
+        eli_gguf_close(f);
     }
     static const uint64_t interesting[] = {0,          1,          2,          3,          4,         5,
                                            7,          8,          9,          12,         13,        31,
@@ -1237,11 +1237,11 @@ static void test_mutations(void) {
             }
         }
         eli_error err = {0};
-        gguf_file *f = gguf_open_memory(p, len, &err);
+        eli_gguf_file *f = eli_gguf_open_memory(p, len, &err);
         if (f) {
             opened++;
             violations += check_opened(f, p, len, &sink);
-            gguf_close(f);
+            eli_gguf_close(f);
         } else {
             failed++;
             msgless += err.code >= 0 || !err.msg[0];
@@ -1284,25 +1284,25 @@ static int cmp_u64pair(const void *a, const void *b) {
     return x[0] < y[0] ? -1 : x[0] > y[0];
 }
 
-static void check_golden_common(const gguf_file *f, const char *file) {
+static void check_golden_common(const eli_gguf_file *f, const char *file) {
     /* every key is findable, every tensor is findable, in range, aligned, not overlapping */
     int ok = 1;
-    for (uint64_t i = 0; i < gguf_n_kv(f); i++) ok &= gguf_find(f, gguf_kv_at(f, i)->key) == &gguf_kv_at(f, i)->value;
-    CHECK(ok, "%s: gguf_find of every key", file);
-    uint64_t nt = gguf_n_tensors(f);
+    for (uint64_t i = 0; i < eli_gguf_n_kv(f); i++) ok &= eli_gguf_find(f, eli_gguf_kv_at(f, i)->key) == &eli_gguf_kv_at(f, i)->value;
+    CHECK(ok, "%s: eli_gguf_find of every key", file);
+    uint64_t nt = eli_gguf_n_tensors(f);
     uint64_t *spans = malloc((nt ? nt : 1) * 2 * sizeof *spans);
-    const uint8_t *base = gguf_mapping(f);
-    uint64_t size = gguf_file_size(f), doff = gguf_data_offset(f);
+    const uint8_t *base = eli_gguf_mapping(f);
+    uint64_t size = eli_gguf_file_size(f), doff = eli_gguf_data_offset(f);
     ok = 1;
     for (uint64_t i = 0; i < nt; i++) {
-        const gguf_tensor *t = gguf_tensor_at(f, i);
+        const eli_gguf_tensor *t = eli_gguf_tensor_at(f, i);
         const eli_type_traits *tt = eli_type_info(t->type);
-        ok &= gguf_find_tensor(f, t->name) == t;
-        ok &= tt != NULL && t->offset % gguf_alignment(f) == 0;
+        ok &= eli_gguf_find_tensor(f, t->name) == t;
+        ok &= tt != NULL && t->offset % eli_gguf_alignment(f) == 0;
         ok &= (const uint8_t *)t->data == base + doff + t->offset && doff + t->offset + t->nbytes <= size;
         int64_t rows = t->ne[1] * t->ne[2] * t->ne[3];
         ok &= tt && t->nbytes == eli_row_size(t->type, t->ne[0]) * (uint64_t)rows;
-        ok &= gguf_tensor_nelements(t) == t->ne[0] * rows && t->n_dims >= 1 && t->n_dims <= 4;
+        ok &= eli_gguf_tensor_nelements(t) == t->ne[0] * rows && t->n_dims >= 1 && t->n_dims <= 4;
         spans[2 * i] = t->offset;
         spans[2 * i + 1] = t->nbytes;
     }
@@ -1315,38 +1315,38 @@ static void check_golden_common(const gguf_file *f, const char *file) {
 }
 
 static void test_golden(void) {
-    gguf_file *master = NULL;
+    eli_gguf_file *master = NULL;
     for (size_t g = 0; g < sizeof GOLDEN / sizeof *GOLDEN; g++) {
         const golden *gd = &GOLDEN[g];
         eli_error err = {0};
-        gguf_file *f = gguf_open(eli_shared_path(gd->file), &err);
+        eli_gguf_file *f = eli_gguf_open(eli_shared_path(gd->file), &err);
         CHECK(f != NULL, "%s: %s", gd->file, err.msg);
         if (!f) continue;
-        CHECK(gguf_version(f) == 3 && gguf_alignment(f) == 32, "%s: version %u alignment %u", gd->file,
-              gguf_version(f), gguf_alignment(f));
-        gguf_str arch = {0};
-        CHECK(gguf_get_str(f, "general.architecture", &arch, &err) == 1 && gguf_str_eq(arch, gd->arch),
+        CHECK(eli_gguf_version(f) == 3 && eli_gguf_alignment(f) == 32, "%s: version %u alignment %u", gd->file,
+              eli_gguf_version(f), eli_gguf_alignment(f));
+        eli_gguf_str arch = {0};
+        CHECK(eli_gguf_get_str(f, "general.architecture", &arch, &err) == 1 && eli_gguf_str_eq(arch, gd->arch),
               "%s: architecture", gd->file);
         char key[128];
         uint32_t u = 0;
         snprintf(key, sizeof key, "%s.embedding_length", gd->arch);
-        CHECK(gguf_get_u32(f, key, &u, &err) == 1 && u == gd->n_embd, "%s: %s = %u", gd->file, key, u);
+        CHECK(eli_gguf_get_u32(f, key, &u, &err) == 1 && u == gd->n_embd, "%s: %s = %u", gd->file, key, u);
         snprintf(key, sizeof key, "%s.block_count", gd->arch);
-        CHECK(gguf_get_u32(f, key, &u, &err) == 1 && u == gd->n_layer, "%s: %s = %u", gd->file, key, u);
-        const gguf_value *toks = NULL;
-        CHECK(gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_VT_STRING, &toks, &err) == 1 && toks->v.arr.n == 1024,
+        CHECK(eli_gguf_get_u32(f, key, &u, &err) == 1 && u == gd->n_layer, "%s: %s = %u", gd->file, key, u);
+        const eli_gguf_value *toks = NULL;
+        CHECK(eli_gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_VT_STRING, &toks, &err) == 1 && toks->v.arr.n == 1024,
               "%s: tokenizer.ggml.tokens", gd->file);
-        if (toks && toks->v.arr.n > 2) CHECK(gguf_str_eq(toks->v.arr.strs[2], "<bos>"), "%s: token 2", gd->file);
-        const gguf_value *pat = NULL;
+        if (toks && toks->v.arr.n > 2) CHECK(eli_gguf_str_eq(toks->v.arr.strs[2], "<bos>"), "%s: token 2", gd->file);
+        const eli_gguf_value *pat = NULL;
         snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", gd->arch);
-        CHECK(gguf_get_arr(f, key, GGUF_VT_BOOL, &pat, &err) == 1 && pat->v.arr.n == gd->n_layer, "%s: %s", gd->file, key);
-        CHECK(gguf_n_tensors(f) > 10, "%s: %llu tensors", gd->file, (unsigned long long)gguf_n_tensors(f));
+        CHECK(eli_gguf_get_arr(f, key, GGUF_VT_BOOL, &pat, &err) == 1 && pat->v.arr.n == gd->n_layer, "%s: %s", gd->file, key);
+        CHECK(eli_gguf_n_tensors(f) > 10, "%s: %llu tensors", gd->file, (unsigned long long)eli_gguf_n_tensors(f));
         int allowed = 1, seen_must = 0;
-        for (uint64_t i = 0; i < gguf_n_tensors(f); i++) {
-            uint32_t t = gguf_tensor_at(f, i)->type;
+        for (uint64_t i = 0; i < eli_gguf_n_tensors(f); i++) {
+            uint32_t t = eli_gguf_tensor_at(f, i)->type;
             int ok = t == ELI_TYPE_F32;
             for (int k = 0; k < 6 && gd->allowed[k]; k++) ok |= t == gd->allowed[k];
-            if (!ok) fprintf(stderr, "%s: %s has type %s\n", gd->file, gguf_tensor_at(f, i)->name, eli_type_name(t));
+            if (!ok) fprintf(stderr, "%s: %s has type %s\n", gd->file, eli_gguf_tensor_at(f, i)->name, eli_type_name(t));
             allowed &= ok;
             seen_must |= t == gd->must;
             const eli_type_traits *tt = eli_type_info(t);
@@ -1354,46 +1354,46 @@ static void test_golden(void) {
         }
         CHECK(allowed, "%s: tensor types", gd->file);
         CHECK(seen_must, "%s: no %s tensor", gd->file, eli_type_name(gd->must));
-        const gguf_tensor *te = gguf_find_tensor(f, "token_embd.weight");
+        const eli_gguf_tensor *te = eli_gguf_find_tensor(f, "token_embd.weight");
         CHECK(te && te->n_dims == 2 && te->ne[0] == (int64_t)gd->n_embd && te->ne[1] == 1024, "%s: token_embd", gd->file);
-        CHECK(gguf_find_tensor(f, "output.weight") == NULL, "%s: tied output", gd->file);
-        CHECK(gguf_find_tensor(f, "blk.0.attn_q.weight") != NULL && gguf_find_tensor(f, "blk.99.attn_q.weight") == NULL,
+        CHECK(eli_gguf_find_tensor(f, "output.weight") == NULL, "%s: tied output", gd->file);
+        CHECK(eli_gguf_find_tensor(f, "blk.0.attn_q.weight") != NULL && eli_gguf_find_tensor(f, "blk.99.attn_q.weight") == NULL,
               "%s: blk.0.attn_q.weight", gd->file);
         check_golden_common(f, gd->file);
 
         /* the quantized e2b-mini files have the same tensors (names and shapes) as the F32 master */
         if (g == 0) {
             master = f;
-            CHECK(gguf_n_tensors(f) == 99, "e2b-mini-f32: %llu tensors", (unsigned long long)gguf_n_tensors(f));
+            CHECK(eli_gguf_n_tensors(f) == 99, "e2b-mini-f32: %llu tensors", (unsigned long long)eli_gguf_n_tensors(f));
             continue;
         }
         if (master && !strncmp(gd->file, "golden/models/e2b-mini-", 23)) {
-            int same = gguf_n_tensors(f) == gguf_n_tensors(master);
-            for (uint64_t i = 0; same && i < gguf_n_tensors(master); i++) {
-                const gguf_tensor *mt = gguf_tensor_at(master, i), *t = gguf_find_tensor(f, mt->name);
+            int same = eli_gguf_n_tensors(f) == eli_gguf_n_tensors(master);
+            for (uint64_t i = 0; same && i < eli_gguf_n_tensors(master); i++) {
+                const eli_gguf_tensor *mt = eli_gguf_tensor_at(master, i), *t = eli_gguf_find_tensor(f, mt->name);
                 same &= t && !memcmp(t->ne, mt->ne, sizeof t->ne) && t->n_dims == mt->n_dims;
             }
             CHECK(same, "%s: same tensors as the F32 master", gd->file);
         }
-        gguf_close(f);
+        eli_gguf_close(f);
     }
-    gguf_close(master);
+    eli_gguf_close(master);
 
     /* the vocabulary file: metadata only, large string arrays */
     eli_error err = {0};
-    gguf_file *f = gguf_open(eli_shared_path("golden/tokenizer/gemma4-vocab.gguf"), &err);
+    eli_gguf_file *f = eli_gguf_open(eli_shared_path("golden/tokenizer/gemma4-vocab.gguf"), &err);
     CHECK(f != NULL, "gemma4-vocab.gguf: %s", err.msg);
     if (f) {
-        const gguf_value *toks = NULL, *merges = NULL, *scores = NULL;
-        CHECK(gguf_n_tensors(f) == 0, "vocab: tensors");
-        CHECK(gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_VT_STRING, &toks, &err) == 1 && toks->v.arr.n == 262144,
+        const eli_gguf_value *toks = NULL, *merges = NULL, *scores = NULL;
+        CHECK(eli_gguf_n_tensors(f) == 0, "vocab: tensors");
+        CHECK(eli_gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_VT_STRING, &toks, &err) == 1 && toks->v.arr.n == 262144,
               "vocab tokens");
-        CHECK(gguf_get_arr(f, "tokenizer.ggml.merges", GGUF_VT_STRING, &merges, &err) == 1 && merges->v.arr.n == 514906,
+        CHECK(eli_gguf_get_arr(f, "tokenizer.ggml.merges", GGUF_VT_STRING, &merges, &err) == 1 && merges->v.arr.n == 514906,
               "vocab merges");
-        CHECK(gguf_get_arr(f, "tokenizer.ggml.scores", GGUF_VT_FLOAT32, &scores, &err) == 1 && scores->v.arr.n == 262144,
+        CHECK(eli_gguf_get_arr(f, "tokenizer.ggml.scores", GGUF_VT_FLOAT32, &scores, &err) == 1 && scores->v.arr.n == 262144,
               "vocab scores");
         check_golden_common(f, "gemma4-vocab.gguf");
-        gguf_close(f);
+        eli_gguf_close(f);
     }
 }
 

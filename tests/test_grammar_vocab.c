@@ -251,11 +251,11 @@ static void test_sampler_stage(void) {
 
 int main(void) {
     eli_error err = {0};
-    gguf_file *f = gguf_open(eli_shared_path("golden/tokenizer/gemma4-vocab.gguf"), &err);
+    eli_gguf_file *f = eli_gguf_open(eli_shared_path("golden/tokenizer/gemma4-vocab.gguf"), &err);
     CHECK(f != NULL, "%s", err.msg);
     if (!f) TEST_MAIN_END();
     eli_tokenizer *t = eli_tokenizer_load(f, &err);
-    gguf_close(f);
+    eli_gguf_close(f);
     eli_grammar_vocab *v = NULL;
     CHECK(t && !eli_grammar_vocab_new(t, &v, &err), "%s", err.msg);
     tok = t;

@@ -444,10 +444,10 @@ int main(void) {
     test_errors();
     test_any_value();
     eli_error err = {0};
-    gguf_file *f = gguf_open(eli_shared_path("golden/tokenizer/gemma4-vocab.gguf"), &err);
+    eli_gguf_file *f = eli_gguf_open(eli_shared_path("golden/tokenizer/gemma4-vocab.gguf"), &err);
     CHECK(f != NULL, "%s", err.msg);
     eli_tokenizer *tok = f ? eli_tokenizer_load(f, &err) : NULL;
-    if (f) gguf_close(f);
+    if (f) eli_gguf_close(f);
     eli_grammar_vocab *v = NULL;
     if (tok && !eli_grammar_vocab_new(tok, &v, &err)) test_generations(tok, v);
     eli_grammar_vocab_free(v);

@@ -1,4 +1,4 @@
-/* A model file cut while mapped (mapguard.h, gguf.h gguf_check_mapping): with the weights read through the
+/* A model file cut while mapped (mapguard.h, gguf.h eli_gguf_check_mapping): with the weights read through the
  * mapping (ELIZA_LLM_REPACK=0) a decode on two threads after ftruncate survives, the mapping reads zeros and
  * the file is reported as shrunk, by name; a SIGBUS outside the guarded mappings still reaches the handler
  * a host installed before (chained), or kills the process when there was none (default action, in a
@@ -86,7 +86,7 @@ static void test_default_action(void) {
 #endif
 }
 
-static void test_chained_to_host(const gguf_file *guarded) {
+static void test_chained_to_host(const eli_gguf_file *guarded) {
     volatile const uint8_t *p = map_then_cut(eli_test_path_in(tmpdir, "host.bin"), 8192);
     CHECK(p != NULL, "map a file");
     if (!p) return;
@@ -100,7 +100,7 @@ static void test_chained_to_host(const gguf_file *guarded) {
     CHECK(!read_returned, "a read past the end of the file did not fault");
     CHECK(host_calls == 1 && host_addr == (void *)(p + 100), "the host's handler got the fault (%d calls, %p vs %p)",
           (int)host_calls, host_addr, (void *)(p + 100));
-    CHECK(gguf_check_mapping(guarded, NULL) == ELI_OK, "another mapping's fault marked the model");
+    CHECK(eli_gguf_check_mapping(guarded, NULL) == ELI_OK, "another mapping's fault marked the model");
     munmap((void *)p, 8192);
 }
 
@@ -131,8 +131,8 @@ static void test_cut_while_decoding(void) {
         eli_model_free(m);
         return;
     }
-    const uint8_t *map = gguf_mapping(m->file);
-    const size_t size = (size_t)gguf_file_size(m->file);
+    const uint8_t *map = eli_gguf_mapping(m->file);
+    const size_t size = (size_t)eli_gguf_file_size(m->file);
     const eli_weight *wq = &m->layers[0].wq;
     CHECK((const uint8_t *)wq->data > map && (const uint8_t *)wq->data < map + size, "weights in the mapping");
     CHECK(!all_zero(wq->data, 4096) && !all_zero(map, 4), "weights and header read from the file");
@@ -152,10 +152,10 @@ static void test_cut_while_decoding(void) {
     const int32_t tokens[6] = {2, 651, 3, 17, 900, 5};
     int rc = eli_seq_decode_tokens(s, tokens, 4, &out, &err);
     CHECK(rc == ELI_OK && finite_all(logits, m->hp.n_vocab), "decode before the cut: %s", err.msg);
-    CHECK(gguf_check_mapping(m->file, &err) == ELI_OK, "intact file reported: %s", err.msg);
+    CHECK(eli_gguf_check_mapping(m->file, &err) == ELI_OK, "intact file reported: %s", err.msg);
 
     /* the per-layer-embedding rows (read with pread) stay; the layers after them are gone */
-    const gguf_tensor *ple = gguf_find_tensor(m->file, "per_layer_token_embd.weight");
+    const eli_gguf_tensor *ple = eli_gguf_find_tensor(m->file, "per_layer_token_embd.weight");
     const size_t cut = ple ? (size_t)((const uint8_t *)ple->data - map) + (size_t)ple->nbytes : 0;
     CHECK(ple && cut < (size_t)((const uint8_t *)wq->data - map), "the layers lie after the PLE table");
     CHECK(truncate(path, (off_t)cut) == 0, "truncate");
@@ -189,7 +189,7 @@ static void test_ple_rows(void) {
     CHECK(m != NULL, "load: %s", err.msg);
     if (!m) return;
     const eli_weight *w = &m->ple_token_embd;
-    const uint8_t *map = gguf_mapping(m->file);
+    const uint8_t *map = eli_gguf_mapping(m->file);
     CHECK(truncate(path, (off_t)((const uint8_t *)w->data - map) + (off_t)w->row_bytes) == 0, "truncate");
     void *raw = malloc(w->row_bytes);
     float *row = malloc((size_t)w->cols * sizeof *row);
@@ -213,10 +213,10 @@ int main(void) {
     sigemptyset(&sa.sa_mask);
     CHECK(sigaction(SIGBUS, &sa, NULL) == 0, "install the host's handler");
     eli_error err = {0};
-    gguf_file *f = gguf_open(eli_shared_path(MODEL), &err);
+    eli_gguf_file *f = eli_gguf_open(eli_shared_path(MODEL), &err);
     CHECK(f != NULL, "open: %s", err.msg);
     if (f) test_chained_to_host(f);
-    gguf_close(f);
+    eli_gguf_close(f);
     test_cut_while_decoding();
     test_ple_rows();
     const char *names[] = {"child.bin", "host.bin", "mapped.gguf", "ple.gguf"};

@@ -22,10 +22,10 @@ static float frand(void) { /* uniform in [-1, 1) */
 }
 
 static eli_mmproj *open_buf(const uint8_t *buf, size_t n, eli_error *err) {
-    gguf_file *f = gguf_open_memory(buf, n, err);
+    eli_gguf_file *f = eli_gguf_open_memory(buf, n, err);
     if (!f) return NULL;
     eli_mmproj *p = eli_mmproj_from_gguf(f, err);
-    if (!p) gguf_close(f);
+    if (!p) eli_gguf_close(f);
     return p;
 }
 
@@ -61,9 +61,9 @@ static void test_golden(void) {
     CHECK(eli_mmproj_linear(p, &q, "v.blk.0.attn_q", 1, 96, 96, &err) == ELI_OK, "%s", err.msg);
     CHECK(eli_mmproj_linear(p, &o, "v.blk.0.attn_out", 1, 96, 96, &err) == ELI_OK, "%s", err.msg);
     CHECK(eli_mmproj_linear(p, &g, "v.blk.0.ffn_gate", 1, 96, 192, &err) == ELI_OK, "%s", err.msg);
-    const gguf_tensor *t = gguf_find_tensor(p->file, "v.blk.0.attn_q.output_max");
+    const eli_gguf_tensor *t = eli_gguf_find_tensor(p->file, "v.blk.0.attn_q.output_max");
     CHECK(t && q.out_max == *(const float *)t->data && q.in_max == FLT_MAX && q.in_min == -FLT_MAX, "attn_q clamps");
-    t = gguf_find_tensor(p->file, "v.blk.0.attn_out.input_min");
+    t = eli_gguf_find_tensor(p->file, "v.blk.0.attn_out.input_min");
     CHECK(t && o.in_min == *(const float *)t->data && o.out_min == -FLT_MAX, "attn_out clamps");
     CHECK(g.in_min == -FLT_MAX && g.out_max == FLT_MAX && !g.bias, "ffn_gate without clamps or bias");
     eli_mm_linear none;
@@ -270,7 +270,7 @@ static void test_hostile(void) {
         {e_bias_inf, "not finite"},
     };
     eli_error err = {0};
-    gguf_file *src = gguf_open(eli_shared_path(GOLDEN), &err);
+    eli_gguf_file *src = eli_gguf_open(eli_shared_path(GOLDEN), &err);
     CHECK(src != NULL, "%s", err.msg);
     if (!src) return;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -278,9 +278,9 @@ static void test_hostile(void) {
         uint8_t *buf = rewrite_with(src, cases[i].fn, &n);
         eli_error_clear(&err);
         /* open, read the vision hparams, bind the first block's q projection: the first failure counts */
-        gguf_file *f = gguf_open_memory(buf, n, &err);
+        eli_gguf_file *f = eli_gguf_open_memory(buf, n, &err);
         eli_mmproj *p = f ? eli_mmproj_from_gguf(f, &err) : NULL;
-        if (f && !p) gguf_close(f);
+        if (f && !p) eli_gguf_close(f);
         eli_mm_hparams hp;
         eli_mm_linear l;
         int rc = !f || !p ? -1 : eli_mmproj_hparams(p, ELI_MM_VISION, &hp, &err);
@@ -290,7 +290,7 @@ static void test_hostile(void) {
         eli_mmproj_free(p);
         free(buf);
     }
-    gguf_close(src);
+    eli_gguf_close(src);
 }
 
 int main(void) {

@@ -122,25 +122,25 @@ static uint8_t *build_synth(const synth_cfg *c, size_t *size) {
 
 typedef struct {
     uint8_t *buf;
-    gguf_file *f;
+    eli_gguf_file *f;
 } opened;
 
-static opened open_edited(const gguf_file *src, const edit *e, const char *what) {
+static opened open_edited(const eli_gguf_file *src, const edit *e, const char *what) {
     opened o = {0};
     size_t size;
     o.buf = rewrite(src, e, &size);
     eli_error err = {0};
-    o.f = gguf_open_memory(o.buf, size, &err);
+    o.f = eli_gguf_open_memory(o.buf, size, &err);
     CHECK(o.f != NULL, "%s: the edited file does not open as GGUF: %s", what, err.msg);
     return o;
 }
 
 /* Expects eli_model_from_gguf to fail with a message containing n1 (and n2); the file stays the caller's. */
-static void expect_model_fail(const gguf_file *src, const edit *e, const char *what, const char *n1, const char *n2) {
+static void expect_model_fail(const eli_gguf_file *src, const edit *e, const char *what, const char *n1, const char *n2) {
     opened o = open_edited(src, e, what);
     if (o.f) {
         eli_error err = {0};
-        uint64_t nt = gguf_n_tensors(o.f);
+        uint64_t nt = eli_gguf_n_tensors(o.f);
         eli_model *m = eli_model_from_gguf(o.f, &err);
         CHECK(m == NULL, "%s: model loaded but should have failed", what);
         if (m) {
@@ -150,16 +150,16 @@ static void expect_model_fail(const gguf_file *src, const edit *e, const char *w
             if (n1) CHECK(strstr(err.msg, n1) != NULL, "%s: message '%s' lacks '%s'", what, err.msg, n1);
             if (n2) CHECK(strstr(err.msg, n2) != NULL, "%s: message '%s' lacks '%s'", what, err.msg, n2);
             /* the caller still owns a working file */
-            const gguf_tensor *t0 = gguf_tensor_at(o.f, 0);
-            CHECK(gguf_n_tensors(o.f) == nt && t0 && gguf_find_tensor(o.f, t0->name) == t0, "%s: file intact", what);
-            gguf_close(o.f);
+            const eli_gguf_tensor *t0 = eli_gguf_tensor_at(o.f, 0);
+            CHECK(eli_gguf_n_tensors(o.f) == nt && t0 && eli_gguf_find_tensor(o.f, t0->name) == t0, "%s: file intact", what);
+            eli_gguf_close(o.f);
         }
     }
     free(o.buf);
 }
 
 /* Expects success; returns the model (free with eli_model_free, then free(*buf)). */
-static eli_model *expect_model_ok(const gguf_file *src, const edit *e, const char *what, uint8_t **buf) {
+static eli_model *expect_model_ok(const eli_gguf_file *src, const edit *e, const char *what, uint8_t **buf) {
     opened o = open_edited(src, e, what);
     *buf = o.buf;
     if (!o.f) return NULL;
@@ -167,14 +167,14 @@ static eli_model *expect_model_ok(const gguf_file *src, const edit *e, const cha
     eli_model *m = eli_model_from_gguf(o.f, &err);
     CHECK(m != NULL, "%s: %s", what, err.msg);
     if (!m) {
-        gguf_close(o.f);
+        eli_gguf_close(o.f);
         return NULL;
     }
     CHECK(m->file == o.f, "%s: the model owns the file", what);
     return m;
 }
 
-static void expect_model_ok_free(const gguf_file *src, const edit *e, const char *what) {
+static void expect_model_ok_free(const eli_gguf_file *src, const edit *e, const char *what) {
     uint8_t *buf;
     eli_model *m = expect_model_ok(src, e, what, &buf);
     eli_model_free(m);
@@ -184,7 +184,7 @@ static void expect_model_ok_free(const gguf_file *src, const edit *e, const char
 /* ---------------------------------------------------------------------------------------------------- */
 /* Tests on the synthetic model */
 
-static void test_synth_baseline(const gguf_file *src) {
+static void test_synth_baseline(const eli_gguf_file *src) {
     edit e = {0};
     uint8_t *buf;
     eli_model *m = expect_model_ok(src, &e, "synthetic baseline", &buf);
@@ -217,14 +217,14 @@ static void test_synth_baseline(const gguf_file *src) {
                   l[1].wq.n_mat == 1 && !strcmp(l[1].wq.name, "blk.1.attn_q.weight"),
               "wq");
         CHECK(!l[0].is_moe && l[0].inp_gate.data && l[0].proj.data && l[0].ple_post_norm, "ffn/ple layer");
-        CHECK(m->weight_bytes > 0 && m->weight_bytes <= gguf_file_size(m->file), "weight bytes");
+        CHECK(m->weight_bytes > 0 && m->weight_bytes <= eli_gguf_file_size(m->file), "weight bytes");
     }
     eli_model_free(m);
     free(buf);
     eli_model_free(NULL);
 }
 
-static void test_synth_arch(const gguf_file *src) {
+static void test_synth_arch(const eli_gguf_file *src) {
     static const char *const bad[] = {"llama", "gemma3", "gemma4x", "gemma", "", "Gemma4"};
     for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
         edit e = {0};
@@ -253,15 +253,15 @@ static int optional_tensor(const char *name) {
     return strstr(name, "attn_v.weight") || !strcmp(name, "rope_freqs.weight") || strstr(name, "layer_output_scale");
 }
 
-static void test_synth_missing_tensors(const gguf_file *src) {
+static void test_synth_missing_tensors(const eli_gguf_file *src) {
     edit e = {0};
     drop_tensor(&e, "blk.0.attn_q.weight");
     expect_model_fail(src, &e, "missing attn_q", "missing tensor 'blk.0.attn_q.weight'", NULL);
     edit_free(&e);
     /* every tensor of the file: dropping a required one is named, dropping an optional one is fine */
     int n_required = 0;
-    for (uint64_t i = 0; i < gguf_n_tensors(src); i++) {
-        const char *name = gguf_tensor_at(src, i)->name;
+    for (uint64_t i = 0; i < eli_gguf_n_tensors(src); i++) {
+        const char *name = eli_gguf_tensor_at(src, i)->name;
         drop_tensor(&e, name);
         if (optional_tensor(name)) {
             uint8_t *buf;
@@ -288,7 +288,7 @@ static void test_synth_missing_tensors(const gguf_file *src) {
     CHECK(n_required > 40, "%d required tensors", n_required);
 }
 
-static void test_synth_shapes(const gguf_file *src) {
+static void test_synth_shapes(const eli_gguf_file *src) {
     static const struct {
         const char *name;
         uint32_t n_dims;
@@ -342,7 +342,7 @@ static const char *const REQUIRED_KEYS[] = {
     "gemma4.embedding_length_per_layer_input",
 };
 
-static void test_synth_keys(const gguf_file *src) {
+static void test_synth_keys(const eli_gguf_file *src) {
     for (size_t k = 0; k < sizeof REQUIRED_KEYS / sizeof *REQUIRED_KEYS; k++) {
         edit e = {0};
         drop_key(&e, REQUIRED_KEYS[k]);
@@ -386,7 +386,7 @@ static void test_synth_keys(const gguf_file *src) {
     edit_free(&e);
 }
 
-static void test_synth_types(const gguf_file *src) {
+static void test_synth_types(const eli_gguf_file *src) {
     static const struct {
         const char *name;
         uint32_t type;
@@ -440,7 +440,7 @@ static void test_synth_types(const gguf_file *src) {
     }
 }
 
-static void test_synth_per_layer(const gguf_file *src) {
+static void test_synth_per_layer(const eli_gguf_file *src) {
     static const int32_t ff2[2] = {64, 64}, ff4[4] = {64, 64, 128, 128};
     edit e = {0};
     set_i32s(&e, "gemma4.feed_forward_length", ff2, 2);
@@ -504,7 +504,7 @@ static void test_synth_per_layer(const gguf_file *src) {
     edit_free(&e);
 }
 
-static void test_synth_values(const gguf_file *src) {
+static void test_synth_values(const eli_gguf_file *src) {
     edit e = {0};
     set_u32(&e, "gemma4.block_count", 0);
     expect_model_fail(src, &e, "0 layers", "gemma4.block_count", "outside");
@@ -595,7 +595,7 @@ static void test_synth_values(const gguf_file *src) {
     edit_free(&e);
 }
 
-static void test_synth_structure(const gguf_file *src) {
+static void test_synth_structure(const eli_gguf_file *src) {
     edit e = {0};
     /* a KV-shared layer must not carry its own K */
     add_tensor(&e, "blk.2.attn_k.weight", 2, S_EMBD, S_HD_SWA, 1);
@@ -643,15 +643,15 @@ static void test_synth_structure(const gguf_file *src) {
     synth_cfg c = {3, {0, 0, 1}, 1, 0};
     size_t size;
     uint8_t *buf = build_synth(&c, &size);
-    gguf_file *f = gguf_open_memory(buf, size, NULL);
+    eli_gguf_file *f = eli_gguf_open_memory(buf, size, NULL);
     CHECK(f != NULL, "ffs synthetic model");
     if (f) expect_model_fail(f, &e, "no kv source", "layer 2 shares KV", "no earlier sliding-window layer");
-    gguf_close(f);
+    eli_gguf_close(f);
     free(buf);
     /* the same without PLE, no sharing, loads */
     synth_cfg c2 = {2, {1, 0}, 0, 0};
     buf = build_synth(&c2, &size);
-    f = gguf_open_memory(buf, size, NULL);
+    f = eli_gguf_open_memory(buf, size, NULL);
     CHECK(f != NULL, "2-layer synthetic model");
     if (f) {
         uint8_t *b2;
@@ -660,12 +660,12 @@ static void test_synth_structure(const gguf_file *src) {
         eli_model_free(m);
         free(b2);
     }
-    gguf_close(f);
+    eli_gguf_close(f);
     free(buf);
 }
 
 /* eli_model_load: paths, prefixes, ownership through the file API */
-static void test_load_paths(const gguf_file *src) {
+static void test_load_paths(const eli_gguf_file *src) {
     eli_error err = {0};
     eli_model *m = eli_model_load("/nonexistent/dir/model.gguf", &err);
     CHECK(m == NULL && strstr(err.msg, "/nonexistent/dir/model.gguf"), "missing path: %s", err.msg);
@@ -728,14 +728,14 @@ static int weight_ok(const eli_weight *w, const uint8_t *lo, const uint8_t *hi) 
 static void test_mutations(void) {
     size_t size;
     uint8_t *buf = build_synth(&SYNTH, &size);
-    gguf_file *f0 = gguf_open_memory(buf, size, NULL);
+    eli_gguf_file *f0 = eli_gguf_open_memory(buf, size, NULL);
     CHECK(f0 != NULL, "mutation seed");
     if (!f0) {
         free(buf);
         return;
     }
-    size_t meta = (size_t)gguf_data_offset(f0);
-    gguf_close(f0);
+    size_t meta = (size_t)eli_gguf_data_offset(f0);
+    eli_gguf_close(f0);
     uint8_t *orig = malloc(meta);
     memcpy(orig, buf, meta);
     static const uint64_t interesting[] = {0, 1, 2, 3, 4, 7, 8, 16, 31, 32, 63, 64, 128, 255, 256, 1023, 1024,
@@ -758,7 +758,7 @@ static void test_mutations(void) {
             }
         }
         eli_error err = {0};
-        gguf_file *f = gguf_open_memory(buf, size, &err);
+        eli_gguf_file *f = eli_gguf_open_memory(buf, size, &err);
         if (!f) {
             rejected_gguf++;
             continue;
@@ -767,7 +767,7 @@ static void test_mutations(void) {
         if (!m) {
             rejected_model++;
             msgless += err.code >= 0 || !err.msg[0];
-            gguf_close(f);
+            eli_gguf_close(f);
             continue;
         }
         loaded++;
@@ -800,7 +800,7 @@ static void test_mutations(void) {
 
 static void test_golden(void) {
     eli_error err = {0};
-    gguf_file *g = gguf_open(eli_shared_path("golden/models/e2b-mini-f32.gguf"), &err);
+    eli_gguf_file *g = eli_gguf_open(eli_shared_path("golden/models/e2b-mini-f32.gguf"), &err);
     CHECK(g != NULL, "e2b-mini-f32.gguf: %s", err.msg);
     if (g) {
         edit e = {0};
@@ -813,7 +813,7 @@ static void test_golden(void) {
             CHECK(m->layers[3].kv_source == 1 && m->layers[5].kv_source == 2 && m->layers[3].n_ff == 256,
                   "e2b-mini kv sharing / n_ff");
             /* the rewritten weights are the golden bytes */
-            const gguf_tensor *t = gguf_find_tensor(g, "blk.0.attn_q.weight");
+            const eli_gguf_tensor *t = eli_gguf_find_tensor(g, "blk.0.attn_q.weight");
             CHECK(t && !memcmp(m->layers[0].wq.data, t->data, t->nbytes), "weights copied");
         }
         eli_model_free(m);
@@ -858,9 +858,9 @@ static void test_golden(void) {
         set_u32(&e, "gemma4.attention.shared_kv_layers", 4);
         expect_model_fail(g, &e, "golden shared 4", "layer 2 shares KV", "no earlier full-attention layer");
         edit_free(&e);
-        gguf_close(g);
+        eli_gguf_close(g);
     }
-    g = gguf_open(eli_shared_path("golden/models/moe-mini-f32.gguf"), &err);
+    g = eli_gguf_open(eli_shared_path("golden/models/moe-mini-f32.gguf"), &err);
     CHECK(g != NULL, "moe-mini-f32.gguf: %s", err.msg);
     if (g) {
         edit e = {0};
@@ -887,7 +887,7 @@ static void test_golden(void) {
         retype(&e, "blk.0.ffn_gate_up_exps.weight", ELI_TYPE_IQ4_NL);
         expect_model_fail(g, &e, "moe iq4_nl", "blk.0.ffn_gate_up_exps.weight", "iq4_nl (id 20)");
         edit_free(&e);
-        gguf_close(g);
+        eli_gguf_close(g);
     }
 }
 
@@ -895,7 +895,7 @@ int main(void) {
     size_t size;
     uint8_t *buf = build_synth(&SYNTH, &size);
     eli_error err = {0};
-    gguf_file *src = gguf_open_memory(buf, size, &err);
+    eli_gguf_file *src = eli_gguf_open_memory(buf, size, &err);
     CHECK(src != NULL, "synthetic model: %s", err.msg);
     if (src) {
         test_synth_baseline(src);
@@ -908,7 +908,7 @@ int main(void) {
         test_synth_values(src);
         test_synth_structure(src);
         test_load_paths(src);
-        gguf_close(src);
+        eli_gguf_close(src);
     }
     free(buf);
     test_mutations();

@@ -251,17 +251,17 @@ static void test_mismatch(const eli_model *target) {
  * random centroids, top_k clusters kept. Written to a temporary file and loaded. */
 static eli_model *masked_drafter(const eli_model *target, int top_k, char *path, size_t path_cap) {
     eli_error err = {0};
-    gguf_file *src = gguf_open(eli_shared_path("golden/models/assistant-mini-f32.gguf"), &err);
+    eli_gguf_file *src = eli_gguf_open(eli_shared_path("golden/models/assistant-mini-f32.gguf"), &err);
     if (!src) return NULL;
     gw_file w;
     gw_init(&w);
-    for (uint64_t i = 0; i < gguf_n_kv(src); i++) {
-        const gguf_kv *kv = gguf_kv_at(src, i);
+    for (uint64_t i = 0; i < eli_gguf_n_kv(src); i++) {
+        const eli_gguf_kv *kv = eli_gguf_kv_at(src, i);
         gw_value(gw_kv(&w, kv->key, kv->value.type), &kv->value);
     }
     gw_kv_u32(&w, "gemma4-assistant.centroid_intermediate_top_k", (uint32_t)top_k);
-    for (uint64_t i = 0; i < gguf_n_tensors(src); i++) {
-        const gguf_tensor *t = gguf_tensor_at(src, i);
+    for (uint64_t i = 0; i < eli_gguf_n_tensors(src); i++) {
+        const eli_gguf_tensor *t = eli_gguf_tensor_at(src, i);
         uint64_t ne[4] = {(uint64_t)t->ne[0], (uint64_t)t->ne[1], (uint64_t)t->ne[2], (uint64_t)t->ne[3]};
         gw_tensor(&w, t->name, t->type, t->n_dims, ne, t->data, (size_t)t->nbytes);
     }
@@ -286,7 +286,7 @@ static eli_model *masked_drafter(const eli_model *target, int top_k, char *path,
     size_t size;
     uint8_t *buf = gw_finish(&w, &size);
     gw_free(&w);
-    gguf_close(src);
+    eli_gguf_close(src);
     snprintf(path, path_cap, "/tmp/eli_masked_%d_%ld.gguf", top_k, (long)getpid());
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(buf, 1, size, f) != size) return NULL;

@@ -547,8 +547,8 @@ static double block_bound(uint32_t type) {
     }
 }
 
-static const gguf_tensor *master_of(const gguf_file *m, const gguf_tensor *t) {
-    const gguf_tensor *mt = gguf_find_tensor(m, t->name);
+static const eli_gguf_tensor *master_of(const eli_gguf_file *m, const eli_gguf_tensor *t) {
+    const eli_gguf_tensor *mt = eli_gguf_find_tensor(m, t->name);
     if (!mt) return NULL;
     if (mt->type != ELI_TYPE_F32) return NULL;
     for (int d = 0; d < GGUF_MAX_DIMS; d++)
@@ -556,10 +556,10 @@ static const gguf_tensor *master_of(const gguf_file *m, const gguf_tensor *t) {
     return mt;
 }
 
-static void test_golden_file(const gguf_file *master, const char *file) {
+static void test_golden_file(const eli_gguf_file *master, const char *file) {
     eli_error err;
     eli_error_clear(&err);
-    gguf_file *f = gguf_open(eli_shared_path(file), &err);
+    eli_gguf_file *f = eli_gguf_open(eli_shared_path(file), &err);
     CHECK(f != NULL, "open %s: %s", file, err.msg);
     if (!f) return;
 
@@ -568,9 +568,9 @@ static void test_golden_file(const gguf_file *master, const char *file) {
     long f32_tensors = 0, f32_same = 0;
     int reported = 0;
 
-    for (uint64_t ti = 0; ti < gguf_n_tensors(f); ti++) {
-        const gguf_tensor *t = gguf_tensor_at(f, ti);
-        const gguf_tensor *mt = master_of(master, t);
+    for (uint64_t ti = 0; ti < eli_gguf_n_tensors(f); ti++) {
+        const eli_gguf_tensor *t = eli_gguf_tensor_at(f, ti);
+        const eli_gguf_tensor *mt = master_of(master, t);
         CHECK(mt != NULL, "%s: tensor %s has no F32 master of the same shape", file, t->name);
         if (!mt) continue;
         const eli_type_traits *tt = eli_type_info(t->type);
@@ -655,7 +655,7 @@ static void test_golden_file(const gguf_file *master, const char *file) {
         free(qrow);
     }
 
-    printf("%s: %lld tensors (%ld F32, %ld identical to the master)\n", file, (long long)gguf_n_tensors(f),
+    printf("%s: %lld tensors (%ld F32, %ld identical to the master)\n", file, (long long)eli_gguf_n_tensors(f),
            f32_tensors, f32_same);
     CHECK(f32_same == f32_tensors, "%s: F32 tensors differ from the master", file);
     for (uint32_t ty = 0; ty < ELI_TYPE_COUNT; ty++) {
@@ -674,34 +674,34 @@ static void test_golden_file(const gguf_file *master, const char *file) {
         CHECK(s->worst_rel_rms <= rms_bound(ty), "%s: %s rms error %.4g > %.4g", file, name, s->worst_rel_rms,
               rms_bound(ty));
     }
-    gguf_close(f);
+    eli_gguf_close(f);
 }
 
 static void test_golden(void) {
     eli_error err;
     eli_error_clear(&err);
-    gguf_file *master = gguf_open(eli_shared_path("golden/models/e2b-mini-f32.gguf"), &err);
+    eli_gguf_file *master = eli_gguf_open(eli_shared_path("golden/models/e2b-mini-f32.gguf"), &err);
     CHECK(master != NULL, "open master: %s", err.msg);
     if (!master) return;
     /* The master itself: F32 tensors only (the F32 "quantizer" is a copy). */
-    const gguf_tensor *emb = gguf_find_tensor(master, "token_embd.weight");
+    const eli_gguf_tensor *emb = eli_gguf_find_tensor(master, "token_embd.weight");
     CHECK(emb && emb->type == ELI_TYPE_F32 && emb->ne[1] == 1024, "master token_embd.weight");
-    CHECK(gguf_find_tensor(master, "blk.0.attn_q.weight") != NULL, "master blk.0.attn_q.weight");
+    CHECK(eli_gguf_find_tensor(master, "blk.0.attn_q.weight") != NULL, "master blk.0.attn_q.weight");
     const char *files[] = {"golden/models/e2b-mini-f16.gguf", "golden/models/e2b-mini-q8_0.gguf",
                            "golden/models/e2b-mini-q6_k.gguf", "golden/models/e2b-mini-q4_k_m.gguf",
                            "golden/models/e2b-mini-q4_0.gguf"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) test_golden_file(master, files[i]);
 
     /* Types llama-quantize chose, as documented in the golden README. */
-    gguf_file *f = gguf_open(eli_shared_path("golden/models/e2b-mini-q4_k_m.gguf"), &err);
+    eli_gguf_file *f = eli_gguf_open(eli_shared_path("golden/models/e2b-mini-q4_k_m.gguf"), &err);
     if (f) {
-        const gguf_tensor *t = gguf_find_tensor(f, "token_embd.weight");
+        const eli_gguf_tensor *t = eli_gguf_find_tensor(f, "token_embd.weight");
         CHECK(t && t->type == ELI_TYPE_Q6_K, "q4_k_m token_embd is Q6_K");
-        t = gguf_find_tensor(f, "blk.0.attn_q.weight");
+        t = eli_gguf_find_tensor(f, "blk.0.attn_q.weight");
         CHECK(t && t->type == ELI_TYPE_Q4_K, "q4_k_m attn_q is Q4_K");
-        gguf_close(f);
+        eli_gguf_close(f);
     }
-    gguf_close(master);
+    eli_gguf_close(master);
 }
 
 int main(void) {

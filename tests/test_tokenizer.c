@@ -408,7 +408,7 @@ enum { TOY_N = TOY_NORMAL + (int)(sizeof toy_normal / sizeof toy_normal[0]) };
 /* Which piece of the toy vocabulary to break, for the validation tests. */
 enum toy_flaw { TOY_OK, TOY_NO_MERGES, TOY_SHORT_TYPES, TOY_BAD_BOS, TOY_BAD_BYTE, TOY_WRONG_MODEL, TOY_NO_MODEL };
 
-static gguf_file *toy_gguf(enum toy_flaw flaw, unsigned char **mem) {
+static eli_gguf_file *toy_gguf(enum toy_flaw flaw, unsigned char **mem) {
     static char bytes[256][8];
     const char *toks[TOY_N];
     int32_t types[TOY_N];
@@ -437,20 +437,20 @@ static gguf_file *toy_gguf(enum toy_flaw flaw, unsigned char **mem) {
     *mem = g_file(&kv, &size);
     free(kv.p);
     eli_error err = {0};
-    gguf_file *f = gguf_open_memory(*mem, size, &err);
+    eli_gguf_file *f = eli_gguf_open_memory(*mem, size, &err);
     CHECK(f != NULL, "toy gguf: %s", err.msg);
     return f;
 }
 
 static void expect_reject(enum toy_flaw flaw, const char *needle) {
     unsigned char *mem;
-    gguf_file *f = toy_gguf(flaw, &mem);
+    eli_gguf_file *f = toy_gguf(flaw, &mem);
     eli_error err = {0};
     eli_tokenizer *t = f ? eli_tokenizer_load(f, &err) : NULL;
     CHECK(f && t == NULL, "flaw %d must be rejected", (int)flaw);
     CHECK(strstr(err.msg, needle) != NULL, "flaw %d: message '%s' should name '%s'", (int)flaw, err.msg, needle);
     eli_tokenizer_free(t);
-    gguf_close(f);
+    eli_gguf_close(f);
     free(mem);
 }
 
@@ -489,16 +489,16 @@ static void test_toy(void) {
     unsigned char *mem = g_file(&kv, &size);
     free(kv.p);
     eli_error err = {0};
-    gguf_file *f = gguf_open_memory(mem, size, &err);
+    eli_gguf_file *f = eli_gguf_open_memory(mem, size, &err);
     eli_tokenizer *t = f ? eli_tokenizer_load(f, &err) : NULL;
     CHECK(f && !t && strstr(err.msg, "tokenizer.ggml.model"), "no tokenizer keys: '%s'", err.msg);
-    gguf_close(f);
+    eli_gguf_close(f);
     free(mem);
 
     f = toy_gguf(TOY_OK, &mem);
     t = f ? eli_tokenizer_load(f, &err) : NULL;
     CHECK(t != NULL, "toy load: %s", err.msg);
-    gguf_close(f);
+    eli_gguf_close(f);
     free(mem); /* the tokenizer must not point into the file */
     if (!t) return;
 
@@ -574,11 +574,11 @@ int main(void) {
     test_toy();
 
     eli_error err = {0};
-    gguf_file *f = gguf_open(eli_shared_path("golden/tokenizer/gemma4-vocab.gguf"), &err);
+    eli_gguf_file *f = eli_gguf_open(eli_shared_path("golden/tokenizer/gemma4-vocab.gguf"), &err);
     CHECK(f != NULL, "open vocab: %s", err.msg);
     if (!f) TEST_MAIN_END();
     eli_tokenizer *tok = eli_tokenizer_load(f, &err);
-    gguf_close(f); /* everything below runs on the tokenizer's own copies */
+    eli_gguf_close(f); /* everything below runs on the tokenizer's own copies */
     CHECK(tok != NULL, "load vocab: %s", err.msg);
     if (!tok) TEST_MAIN_END();
 

@@ -24,17 +24,17 @@ typedef struct {
     int untie;                /* add output.weight = token_embd.weight */
 } variant;
 
-static uint64_t ne_of(const gguf_tensor *t, int d) { return (uint64_t)t->ne[d]; }
+static uint64_t ne_of(const eli_gguf_tensor *t, int d) { return (uint64_t)t->ne[d]; }
 
 static eli_model *rewrite(const char *golden, const variant *v) {
     eli_error err = {0};
-    gguf_file *src = gguf_open(eli_shared_path(golden), &err);
+    eli_gguf_file *src = eli_gguf_open(eli_shared_path(golden), &err);
     if (!src) return NULL;
     gw_file w;
     gw_init(&w);
-    w.alignment = gguf_alignment(src);
-    for (uint64_t i = 0; i < gguf_n_kv(src); i++) {
-        const gguf_kv *kv = gguf_kv_at(src, i);
+    w.alignment = eli_gguf_alignment(src);
+    for (uint64_t i = 0; i < eli_gguf_n_kv(src); i++) {
+        const eli_gguf_kv *kv = eli_gguf_kv_at(src, i);
         if ((v->drop_key && !strcmp(kv->key, v->drop_key)) || (v->set_key && !strcmp(kv->key, v->set_key))) continue;
         gw_value(gw_kv(&w, kv->key, kv->value.type), &kv->value);
     }
@@ -47,8 +47,8 @@ static eli_model *rewrite(const char *golden, const variant *v) {
             gw_kv_arr_u32(&w, v->set_key, a, (uint64_t)v->set_n);
         }
     }
-    for (uint64_t i = 0; i < gguf_n_tensors(src); i++) {
-        const gguf_tensor *t = gguf_tensor_at(src, i);
+    for (uint64_t i = 0; i < eli_gguf_n_tensors(src); i++) {
+        const eli_gguf_tensor *t = eli_gguf_tensor_at(src, i);
         uint64_t ne[4] = {ne_of(t, 0), ne_of(t, 1), ne_of(t, 2), ne_of(t, 3)};
         const char *suffix = strstr(t->name, "ffn_gate_up_exps.weight");
         if (v->split_experts && suffix) {
@@ -77,12 +77,12 @@ static eli_model *rewrite(const char *golden, const variant *v) {
     size_t size;
     uint8_t *buf = gw_finish(&w, &size);
     gw_free(&w);
-    gguf_close(src);
-    gguf_file *f = gguf_open_memory(buf, size, &err);
+    eli_gguf_close(src);
+    eli_gguf_file *f = eli_gguf_open_memory(buf, size, &err);
     eli_model *m = f ? eli_model_from_gguf(f, &err) : NULL;
     if (!m) {
         fprintf(stderr, "%s: %s\n", golden, err.msg);
-        gguf_close(f);
+        eli_gguf_close(f);
         free(buf);
         return NULL;
     }
@@ -138,7 +138,7 @@ static void check(const char *what, const char *golden, const char *tokens, cons
 done:
     eli_model_free(base);
     if (var) {
-        const void *buf = gguf_mapping(var->file);
+        const void *buf = eli_gguf_mapping(var->file);
         eli_model_free(var);
         free((void *)buf);
     }

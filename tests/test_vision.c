@@ -411,22 +411,22 @@ static void test_hostile_projectors(void) {
         {e_head_dim, "not a multiple of 4"},
     };
     eli_error err = {0};
-    gguf_file *src = gguf_open(eli_shared_path(GOLDEN_MMPROJ), &err);
+    eli_gguf_file *src = eli_gguf_open(eli_shared_path(GOLDEN_MMPROJ), &err);
     CHECK(src != NULL, "%s", err.msg);
     for (size_t i = 0; src && i < sizeof cases / sizeof cases[0]; i++) {
         size_t n;
         uint8_t *buf = rewrite_with(src, cases[i].fn, &n);
         eli_error_clear(&err);
-        gguf_file *f = gguf_open_memory(buf, n, &err);
+        eli_gguf_file *f = eli_gguf_open_memory(buf, n, &err);
         eli_mmproj *p = f ? eli_mmproj_from_gguf(f, &err) : NULL;
-        if (f && !p) gguf_close(f);
+        if (f && !p) eli_gguf_close(f);
         eli_vision *v = p ? eli_vision_load(p, &err) : NULL;
         CHECK(!v && strstr(err.msg, cases[i].want), "case %zu: message '%s', expected '%s'", i, err.msg, cases[i].want);
         eli_vision_free(v);
         eli_mmproj_free(p);
         free(buf);
     }
-    gguf_close(src);
+    eli_gguf_close(src);
     /* an image wider than the position table: a clear error (llama.cpp aborts) */
     test_tower tt;
     eli_image img;

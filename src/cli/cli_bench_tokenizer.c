@@ -54,10 +54,10 @@ int cli_bench_tokenizer(int argc, char **argv) {
     if (!first_file || first_file >= argc) return cli_die("bench-tokenizer: no input FILE given"), 2;
 
     eli_error err = {0};
-    gguf_file *f = gguf_open(model, &err);
+    eli_gguf_file *f = eli_gguf_open(model, &err);
     if (!f) return cli_die("%s", err.msg);
     eli_tokenizer *tok = eli_tokenizer_load(f, &err);
-    gguf_close(f);
+    eli_gguf_close(f);
     if (!tok) return cli_die("%s: %s", model, err.msg);
 
     int w = 7; /* "overall" */

@@ -118,10 +118,10 @@ static int print_schema_grammar(const char *path) {
 
 int cli_load_vocab(const char *path, eli_tokenizer **out) {
     eli_error err = {0};
-    gguf_file *f = gguf_open(path, &err);
+    eli_gguf_file *f = eli_gguf_open(path, &err);
     if (!f) return cli_die("%s", err.msg);
     *out = eli_tokenizer_load(f, &err);
-    gguf_close(f);
+    eli_gguf_close(f);
     return *out ? 0 : cli_die("%s: %s", path, err.msg);
 }
 

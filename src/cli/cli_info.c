@@ -24,9 +24,9 @@ int cli_info(int argc, char **argv) {
     if (!m) return cli_die("%s", err.msg);
     const eli_hparams *hp = &m->hp;
     printf("file:           %s\n", path);
-    printf("file size:      %llu bytes\n", (unsigned long long)gguf_file_size(m->file));
-    printf("gguf version:   %u, %llu metadata keys, %llu tensors, alignment %u\n", gguf_version(m->file),
-           (unsigned long long)gguf_n_kv(m->file), (unsigned long long)gguf_n_tensors(m->file), gguf_alignment(m->file));
+    printf("file size:      %llu bytes\n", (unsigned long long)eli_gguf_file_size(m->file));
+    printf("gguf version:   %u, %llu metadata keys, %llu tensors, alignment %u\n", eli_gguf_version(m->file),
+           (unsigned long long)eli_gguf_n_kv(m->file), (unsigned long long)eli_gguf_n_tensors(m->file), eli_gguf_alignment(m->file));
     printf("weight bytes:   %llu\n", (unsigned long long)m->weight_bytes);
     printf("architecture:   %s\n", m->arch_name);
     printf("n_layer %d  n_embd %d  n_vocab %d  context_length %d\n", hp->n_layer, hp->n_embd, hp->n_vocab,
@@ -46,8 +46,8 @@ int cli_info(int argc, char **argv) {
         if (!l->has_kv) printf("      (reads layer %d)\n", l->kv_source);
     }
     unsigned long long count[ELI_TYPE_COUNT] = {0}, bytes[ELI_TYPE_COUNT] = {0};
-    for (uint64_t i = 0; i < gguf_n_tensors(m->file); i++) {
-        const gguf_tensor *t = gguf_tensor_at(m->file, i);
+    for (uint64_t i = 0; i < eli_gguf_n_tensors(m->file); i++) {
+        const eli_gguf_tensor *t = eli_gguf_tensor_at(m->file, i);
         count[t->type]++;
         bytes[t->type] += t->nbytes;
     }

@@ -159,10 +159,10 @@ int cli_tokenize(int argc, char **argv) {
     }
 
     eli_error err = {0};
-    gguf_file *f = gguf_open(model, &err);
-    if (!f) return cli_die("%s", err.msg); /* gguf_open names the file */
+    eli_gguf_file *f = eli_gguf_open(model, &err);
+    if (!f) return cli_die("%s", err.msg); /* eli_gguf_open names the file */
     eli_tokenizer *tok = eli_tokenizer_load(f, &err);
-    gguf_close(f); /* the tokenizer keeps its own copies */
+    eli_gguf_close(f); /* the tokenizer keeps its own copies */
     if (!tok) return cli_die("%s: %s", model, err.msg);
 
     int status;

@@ -176,7 +176,7 @@ int eli_drafter_step(eli_drafter *d, eli_context *target, int32_t t, int32_t pos
     else rc = eli_matmul_k(pool, k, &dm->output, 0, d->y, 1, logits, &d->qbuf);
     if (rc) goto oom;
     if ((rc = eli_matmul_k(pool, k, &dm->nextn_post_proj, 0, d->y, 1, h_out, &d->qbuf))) goto oom;
-    return gguf_check_mapping(dm->file, err); /* a drafter file cut shorter while mapped reads as zeros */
+    return eli_gguf_check_mapping(dm->file, err); /* a drafter file cut shorter while mapped reads as zeros */
 oom:
     return eli_fail(err, rc, "out of memory in a draft step");
 }

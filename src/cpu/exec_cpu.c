@@ -60,7 +60,7 @@ static eli_xmodel *prepare_with(const eli_exec *exec, eli_model *m, const eli_ke
         free(cm);
         return NULL;
     }
-    if (gguf_check_mapping(m->file, err)) { /* the copy read zeros from a file cut shorter meanwhile */
+    if (eli_gguf_check_mapping(m->file, err)) { /* the copy read zeros from a file cut shorter meanwhile */
         release(&cm->base);
         return NULL;
     }

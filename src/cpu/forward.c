@@ -475,7 +475,7 @@ static int forward_ubatch(eli_context *c, const int32_t *tokens, const float *em
     if (!rc && (logits || hidden)) rc = head(c, all ? 0 : T - 1, T, logits, hidden);
     if (rc) return eli_fail(err, rc, "out of memory during the forward pass");
     /* a model file cut shorter while mapped reads as zeros (mapguard.h): nothing computed from it counts */
-    if ((rc = gguf_check_mapping(m->file, err))) return rc;
+    if ((rc = eli_gguf_check_mapping(m->file, err))) return rc;
     c->n_past += T;
     return ELI_OK;
 }

@@ -243,7 +243,7 @@ typedef struct {
     uint8_t **dst; /* each matrix's place in the allocation */
     int i0, i1;
     const eli_kernels *k;
-    const gguf_file *file;
+    const eli_gguf_file *file;
 } pack_job;
 
 static void *pack_task(void *arg) {
@@ -263,7 +263,7 @@ static void *pack_task(void *arg) {
             w->data = j->dst[i];
         }
         /* the copied pages leave this process (the page cache keeps them) */
-        gguf_drop_pages(j->file, src, bytes);
+        eli_gguf_drop_pages(j->file, src, bytes);
     }
     return NULL;
 }

@@ -1,4 +1,4 @@
-/* GGUF loader + model binding on arbitrary bytes: gguf_open_memory, then every metadata value through the
+/* GGUF loader + model binding on arbitrary bytes: eli_gguf_open_memory, then every metadata value through the
  * typed getters and every tensor's first and last byte (all must lie inside the input), the tokenizer load,
  * and the model binding; a model that binds (the seeds include a tiny valid one) is prepared on the default
  * executor, its weights copied out or left in place (repack, by the input's size), and decodes two tokens,
@@ -18,31 +18,31 @@ static void touch(const void *p, uint64_t n) {
     sink ^= ((const uint8_t *)p)[0] ^ ((const uint8_t *)p)[n - 1];
 }
 
-static void walk_value(const gguf_value *v, int depth) {
+static void walk_value(const eli_gguf_value *v, int depth) {
     FUZZ_ASSERT(depth <= 64, "arrays nested %d deep were accepted", depth);
     int64_t i64;
     double f64;
     if (v->type == GGUF_VT_STRING) {
         touch(v->v.str.ptr, v->v.str.len);
     } else if (v->type != GGUF_VT_ARRAY) {
-        (void)gguf_value_i64(v, 0, &i64, "scalar", NULL);
-        (void)gguf_value_f64(v, 0, &f64, "scalar", NULL);
+        (void)eli_gguf_value_i64(v, 0, &i64, "scalar", NULL);
+        (void)eli_gguf_value_f64(v, 0, &f64, "scalar", NULL);
     } else if (v->v.arr.elem_type == GGUF_VT_ARRAY) {
         for (uint64_t i = 0; i < v->v.arr.n; i++) walk_value(&v->v.arr.items[i], depth + 1);
     } else if (v->v.arr.elem_type == GGUF_VT_STRING) {
         for (uint64_t i = 0; i < v->v.arr.n; i++) touch(v->v.arr.strs[i].ptr, v->v.arr.strs[i].len);
     } else {
-        FUZZ_ASSERT(gguf_value_count(v) == v->v.arr.n, "array count");
+        FUZZ_ASSERT(eli_gguf_value_count(v) == v->v.arr.n, "array count");
         if (v->v.arr.n) { /* the ends of the payload: everything between is the same arithmetic */
-            (void)gguf_value_i64(v, 0, &i64, "array", NULL);
-            (void)gguf_value_f64(v, v->v.arr.n - 1, &f64, "array", NULL);
+            (void)eli_gguf_value_i64(v, 0, &i64, "array", NULL);
+            (void)eli_gguf_value_f64(v, v->v.arr.n - 1, &f64, "array", NULL);
         }
         eli_error err = {0};
-        FUZZ_ASSERT(gguf_value_i64(v, v->v.arr.n, &i64, "array", &err) < 0, "index past the end accepted");
+        FUZZ_ASSERT(eli_gguf_value_i64(v, v->v.arr.n, &i64, "array", &err) < 0, "index past the end accepted");
     }
 }
 
-static void check_tokenizer(const gguf_file *f) {
+static void check_tokenizer(const eli_gguf_file *f) {
     eli_error err = {0};
     eli_tokenizer *t = eli_tokenizer_load(f, &err);
     if (!t) {
@@ -94,19 +94,19 @@ static void check_decode(eli_model *m, int repack) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     eli_error err = {0};
-    gguf_file *f = gguf_open_memory(data, size, &err);
+    eli_gguf_file *f = eli_gguf_open_memory(data, size, &err);
     if (!f) {
         FUZZ_ASSERT(err.code < 0 && err.msg[0], "open failed without a message");
         return 0;
     }
-    for (uint64_t i = 0; i < gguf_n_kv(f); i++) {
-        const gguf_kv *kv = gguf_kv_at(f, i);
-        FUZZ_ASSERT(gguf_find(f, kv->key) != NULL, "key '%s' not found by name", kv->key);
+    for (uint64_t i = 0; i < eli_gguf_n_kv(f); i++) {
+        const eli_gguf_kv *kv = eli_gguf_kv_at(f, i);
+        FUZZ_ASSERT(eli_gguf_find(f, kv->key) != NULL, "key '%s' not found by name", kv->key);
         walk_value(&kv->value, 0);
     }
-    for (uint64_t i = 0; i < gguf_n_tensors(f); i++) {
-        const gguf_tensor *t = gguf_tensor_at(f, i);
-        FUZZ_ASSERT(gguf_find_tensor(f, t->name) != NULL, "tensor '%s' not found by name", t->name);
+    for (uint64_t i = 0; i < eli_gguf_n_tensors(f); i++) {
+        const eli_gguf_tensor *t = eli_gguf_tensor_at(f, i);
+        FUZZ_ASSERT(eli_gguf_find_tensor(f, t->name) != NULL, "tensor '%s' not found by name", t->name);
         FUZZ_ASSERT((const uint8_t *)t->data >= data && t->nbytes <= size &&
                         (size_t)((const uint8_t *)t->data - data) <= size - t->nbytes,
                     "tensor '%s' data outside the input", t->name);
@@ -116,7 +116,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     eli_model *m = eli_model_from_gguf(f, &err);
     if (!m) {
         FUZZ_ASSERT(err.code < 0 && err.msg[0], "model binding failed without a message");
-        gguf_close(f);
+        eli_gguf_close(f);
         return 0;
     }
     check_decode(m, (int)(size & 1));

@@ -19,9 +19,9 @@ static eli_tokenizer *vocab[2];
 
 static eli_tokenizer *load(const char *path) {
     eli_error err = {0};
-    gguf_file *f = gguf_open(path, &err);
+    eli_gguf_file *f = eli_gguf_open(path, &err);
     eli_tokenizer *t = f ? eli_tokenizer_load(f, &err) : NULL;
-    gguf_close(f);
+    eli_gguf_close(f);
     if (!t) {
         fprintf(stderr, "fuzz_tokenizer: %s\n", err.msg);
         exit(1);

@@ -204,10 +204,10 @@ static int gguf_seeds(const char *dir) {
     size_t n;
     unsigned char *b = slurp(p, &n);
     eli_error err = {0};
-    gguf_file *f = b ? gguf_open_memory(b, n, &err) : NULL;
+    eli_gguf_file *f = b ? eli_gguf_open_memory(b, n, &err) : NULL;
     if (!f) return ok(-1, &err);
-    const size_t data_off = (size_t)gguf_data_offset(f);
-    gguf_close(f);
+    const size_t data_off = (size_t)eli_gguf_data_offset(f);
+    eli_gguf_close(f);
     /* magic only; magic + version + counts; the middle of the metadata; the tensor directory cut; data cut */
     const struct {
         const char *name;

@@ -4,8 +4,11 @@ planner, or a device that needs the session, could not be built or tested alone 
 
 Reads every object file of the library (the OBJECT_DIRs, searched recursively), asks `nm` what each defines
 and what it needs, draws an edge A -> B when A needs a symbol B defines, and fails naming every strongly
-connected set of two or more objects. Usage: check_cycles.py OBJECT_DIR..."""
+connected set of two or more objects. Also fails naming every global symbol outside the library's two
+prefixes, eli_ (internal) and eliza_inference_ (the ABI): an app links us beside other code, and a global
+named gguf_open or sample_token would collide with theirs. Usage: check_cycles.py OBJECT_DIR..."""
 import os
+import re
 import subprocess
 import sys
 
@@ -82,7 +85,13 @@ def main():
             print(f"    {name[o]} -> " + ", ".join(name[w] for w in edges[o] if w in members))
     if not loops:
         print("no cycle: every object's dependencies form a tree of layers")
-    return 1 if loops else 0
+    stray = sorted((name[o], s) for o, (defined, _) in table.items() for s in defined
+                   if not re.match(r"(eli_|eliza_inference_)", s))
+    for obj, sym in stray:
+        print(f"FAIL {obj} defines the global {sym} (not eli_ or eliza_inference_)")
+    if not stray:
+        print("every global symbol is eli_* or eliza_inference_*")
+    return 1 if loops or stray else 0
 
 
 if __name__ == "__main__":
