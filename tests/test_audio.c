@@ -10,7 +10,7 @@
 
 #include "audio.h"
 #include "audio_mel.h"
-#include "gguf_edit.h"
+#include "mmproj_edit.h"
 #include "resample.h"
 #include "test.h"
 #include "test_exec.h"
@@ -585,12 +585,8 @@ static void test_hostile_projectors(void) {
     CHECK(src != NULL, "%s", err.msg);
     if (!src) return;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        size_t n;
-        uint8_t *buf = rewrite_with(src, cases[i].fn, &n);
-        eli_error_clear(&err);
-        eli_gguf_file *f = eli_gguf_open_memory(buf, n, &err);
-        eli_mmproj *p = f ? eli_mmproj_from_gguf(f, &err) : NULL;
-        if (f && !p) eli_gguf_close(f);
+        uint8_t *buf;
+        eli_mmproj *p = mmproj_edited(src, cases[i].fn, &buf, &err);
         eli_audio *e = p ? eli_audio_load(p, &err) : NULL;
         CHECK(!e && strstr(err.msg, cases[i].want), "case %zu: '%s', expected '%s'", i, err.msg, cases[i].want);
         eli_audio_free(e);

@@ -47,20 +47,6 @@ static inline void test_bundle_remove(test_bundle *b) {
     rmdir(b->dir);
 }
 
-/* A whole file, malloc'ed; NULL when unreadable. */
-static inline unsigned char *test_slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    const long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = len > 0 ? malloc((size_t)len) : NULL;
-    if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len) free(buf), buf = NULL;
-    fclose(f);
-    *n = buf ? (size_t)len : 0;
-    return buf;
-}
-
 /* rc is code and the message *err holds every one of the NULL-terminated words; frees the message. */
 static inline int says(int rc, int code, char **err, const char *const *words) {
     int ok = rc == code && *err != NULL;

@@ -344,8 +344,8 @@ static void test_hostile(EliInferenceContext *c) {
 }
 
 int main(void) {
-    img1 = test_slurp(eli_shared_path(IMG1), &n_img1);
-    img2 = test_slurp(eli_shared_path(IMG2), &n_img2);
+    img1 = (unsigned char *)test_read_file(eli_shared_path(IMG1), &n_img1);
+    img2 = (unsigned char *)test_read_file(eli_shared_path(IMG2), &n_img2);
     test_bundle b;
     CHECK(img1 && img2 && !test_bundle_make(&b, NANO "/text", NANO "/mtp", eli_shared_path(PROJ)), "bundle");
     if (!eli_vision_available()) {

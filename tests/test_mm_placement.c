@@ -42,7 +42,7 @@ static const placement_case cases[] = {
 
 static eli_json *load_json(const char *path) {
     size_t n;
-    unsigned char *buf = test_slurp(path, &n);
+    unsigned char *buf = (unsigned char *)test_read_file(path, &n);
     eli_error err = {0};
     eli_json *j = buf ? eli_json_parse((const char *)buf, n, &err) : NULL;
     CHECK(j != NULL, "%s: %s", path, buf ? err.msg : "unreadable");
@@ -102,7 +102,7 @@ static double text_only_rel(const test_model *tm, const char *model_path) {
     char lp[512];
     snprintf(lp, sizeof lp, "%.*s.logits.f32", (int)(strlen(model_path) - 5), model_path);
     size_t nb = 0;
-    float *want = (float *)test_slurp(lp, &nb);
+    float *want = (float *)test_read_file(lp, &nb);
     int32_t ids[96];
     const int n = read_ids(eli_shared_path("golden/models/e2b-mini.tokens.txt"), ids, 96), V = tm->m->hp.n_vocab;
     CHECK(want && n == 96 && nb == (size_t)n * V * sizeof(float), "%s", lp);
@@ -180,7 +180,7 @@ static void run_case(const placement_case *pc, const char **loaded, test_model *
     /* the logits after the prompt */
     snprintf(path, sizeof path, DATA "%s.logits.f32", pc->name);
     size_t nb;
-    float *want = (float *)test_slurp(path, &nb);
+    float *want = (float *)test_read_file(path, &nb);
     CHECK(want && nb == (size_t)V * sizeof(float), "%s", path);
     if (!rc && want && nb == (size_t)V * sizeof(float)) {
         double mx = 0, se = 0, sw = 0;
@@ -264,7 +264,7 @@ static void test_abi(void) {
 
 int main(void) {
     const int vision = eli_vision_available();
-    test_img1 = test_slurp(eli_shared_path("golden/mm/inputs/img1_gradient_200x150.png"), &n_test_img1);
+    test_img1 = (unsigned char *)test_read_file(eli_shared_path("golden/mm/inputs/img1_gradient_200x150.png"), &n_test_img1);
     CHECK(test_img1 != NULL, "img1");
     test_model tm = {0};
     const char *loaded = NULL;

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "gguf.h"
-#include "gguf_edit.h"
+#include "mmproj_edit.h"
 #include "image.h"
 #include "mmproj.h"
 #include "test.h"
@@ -414,12 +414,8 @@ static void test_hostile_projectors(void) {
     eli_gguf_file *src = eli_gguf_open(eli_shared_path(GOLDEN_MMPROJ), &err);
     CHECK(src != NULL, "%s", err.msg);
     for (size_t i = 0; src && i < sizeof cases / sizeof cases[0]; i++) {
-        size_t n;
-        uint8_t *buf = rewrite_with(src, cases[i].fn, &n);
-        eli_error_clear(&err);
-        eli_gguf_file *f = eli_gguf_open_memory(buf, n, &err);
-        eli_mmproj *p = f ? eli_mmproj_from_gguf(f, &err) : NULL;
-        if (f && !p) eli_gguf_close(f);
+        uint8_t *buf;
+        eli_mmproj *p = mmproj_edited(src, cases[i].fn, &buf, &err);
         eli_vision *v = p ? eli_vision_load(p, &err) : NULL;
         CHECK(!v && strstr(err.msg, cases[i].want), "case %zu: message '%s', expected '%s'", i, err.msg, cases[i].want);
         eli_vision_free(v);
