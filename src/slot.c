@@ -9,6 +9,7 @@
 
 #include "bytes.h"
 #include "fileio.h"
+#include "kv_types.h"
 #include "os.h"
 #include "quants.h"
 #include "sampler.h"
@@ -230,11 +231,6 @@ int eli_slot_save(const char *path, eli_xseq *seq, const eli_slot_state *st, con
 
 /* ---- restore ---- */
 
-static const char *type_name(uint32_t t) {
-    const char *n = eli_type_name(t);
-    return n ? n : "?";
-}
-
 /* The index of the first of n (unaligned) floats at p that is NaN or infinite, or -1. */
 static int64_t first_nonfinite(const uint8_t *p, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
@@ -286,8 +282,8 @@ static int check_header(const uint8_t *base, size_t size, const eli_model *m, co
         return eli_fail(err, ELI_ERR_INVALID_ARG,
                         "slot file was saved with another stream configuration: n_ctx %lld, n_ubatch %lld, KV %s/%s; "
                         "this stream has n_ctx %lld, n_ubatch %lld, KV %s/%s",
-                        (long long)h->n_ctx, (long long)h->n_ubatch, type_name(h->kv_type_k), type_name(h->kv_type_v),
-                        (long long)sp->n_ctx, (long long)sp->n_ubatch, type_name(sp->kv_type_k), type_name(sp->kv_type_v));
+                        (long long)h->n_ctx, (long long)h->n_ubatch, eli_kv_type_name(h->kv_type_k), eli_kv_type_name(h->kv_type_v),
+                        (long long)sp->n_ctx, (long long)sp->n_ubatch, eli_kv_type_name(sp->kv_type_k), eli_kv_type_name(sp->kv_type_v));
     if (h->flags & ~(F_PENDING | F_LOGITS | F_DONE | F_MTP | F_HIDDEN))
         return eli_fail(err, ELI_ERR_INVALID_ARG, "slot file has unknown flags");
     const int pending = (h->flags & F_PENDING) != 0;

@@ -530,7 +530,7 @@ static void check_attention(const eli_kernels *K) {
                 fill(tmp, d, 0);
                 eli_quantize_row(tv, tmp, vc + (size_t)c * vb, d);
             }
-            const eli_kv_view view = {kc, vc, tk, tv, kb, vb, n_cells};
+            const eli_kv_view view = {kc, vc, tk, tv, kb, vb, n_cells, NULL, NULL};
             float *q = malloc(sizeof(float) * (size_t)(G * d)), *ref = malloc(sizeof(float) * (size_t)(G * d));
             float *got = malloc(sizeof(float) * (size_t)(G * d));
             float *scores = malloc(sizeof(float) * 1024), *t2 = malloc(sizeof(float) * (size_t)(2 * d + 64));

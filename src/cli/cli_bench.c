@@ -20,6 +20,7 @@
 
 #include "cli.h"
 #include "engine.h"
+#include "kv_types.h"
 #include "os.h"
 #include "plan.h"
 #include "quants.h"
@@ -124,8 +125,8 @@ static double decode_bytes(const eli_model *m, int64_t depth, uint32_t kv_k, uin
                 b += (double)weight_bytes_of(ex[i]) / (double)ex[i]->n_mat * hp->n_expert_used;
         int64_t seen = depth + 1;
         if (l->is_swa && seen > hp->n_swa) seen = hp->n_swa;
-        const int64_t width = (int64_t)l->n_head_kv * l->head_dim;
-        b += (double)seen * (double)(eli_row_size(kv_k, width) + eli_row_size(kv_v, width));
+        b += (double)seen * (double)(eli_kv_row_bytes(kv_k, l->n_head_kv, l->head_dim) +
+                                     eli_kv_row_bytes(kv_v, l->n_head_kv, l->head_dim));
     }
     return b;
 }
@@ -452,7 +453,7 @@ int cli_bench(int argc, char **argv) {
                "\"decode_tok_s\": %.3f, \"decode_ms_per_tok\": %.3f, \"weight_bytes\": %llu, "
                "\"decode_bytes_per_tok\": %.0f, \"decode_gb_s\": %.3f, \"probe_gb_s\": %.3f, "
                "\"roofline_fraction\": %.4f, \"peak_rss_kb\": %ld, \"predicted_peak_rss_kb\": %.0f",
-               path, kname, threads, eli_type_name(kv), eli_type_name(kv_v), p, n, depth, load_s, pp_tps, pp_s * 1e3, p > 0 ? cold_s * 1e3 : 0, tg_tps,
+               path, kname, threads, eli_kv_type_name(kv), eli_kv_type_name(kv_v), p, n, depth, load_s, pp_tps, pp_s * 1e3, p > 0 ? cold_s * 1e3 : 0, tg_tps,
                n > 0 ? tg_s * 1e3 / (double)n : 0, (unsigned long long)m->weight_bytes, bytes_tok, gbs, bw,
                bw > 0 ? gbs / bw : 0, rss, predicted_kb);
         if (mtp.plain_tps > 0) {
@@ -473,7 +474,7 @@ int cli_bench(int argc, char **argv) {
         printf("}\n");
     } else {
         printf("model            %s\n", path);
-        printf("kernels          %s, %lld threads, %s/%s K/V cache\n", kname, threads, eli_type_name(kv), eli_type_name(kv_v));
+        printf("kernels          %s, %lld threads, %s/%s K/V cache\n", kname, threads, eli_kv_type_name(kv), eli_kv_type_name(kv_v));
         printf("weights          %.1f MiB (load %.3f s)\n", (double)m->weight_bytes / 1048576.0, load_s);
         if (p > 0)
             printf("prefill pp%-6lld %10.2f tok/s   (TTFT %.1f ms; %.1f ms cold, the first prompt)\n", p, pp_tps,

@@ -11,6 +11,7 @@
 #include "forward.h"
 #include "kernels.h"
 #include "kv_cache.h"
+#include "kv_types.h"
 #include "os.h"
 #include "pack.h"
 #include "tower.h"
@@ -104,8 +105,8 @@ static eli_context_params context_params(const eli_seq_params *p) {
 /* The memory plan of a sequence: the same code that allocates it sizes it. */
 static int plan(const eli_model *m, const eli_seq_params *p, eli_seq_memory *out, eli_error *err) {
     eli_context_params c = context_params(p);
-    int rc = eli_kv_check_type(m, c.kv_type_k, err);
-    if (rc || (rc = eli_kv_check_type(m, c.kv_type_v, err))) return rc;
+    int rc = eli_kv_check_types(m, c.kv_type_k, c.kv_type_v, err);
+    if (rc) return rc;
     const size_t scratch = eli_context_scratch_bytes(m, &c);
     if (!scratch) return eli_fail(err, ELI_ERR_INVALID_ARG, "invalid sequence parameters");
     /* the clamps eli_context_create applies */
@@ -118,9 +119,9 @@ static int plan(const eli_model *m, const eli_seq_params *p, eli_seq_memory *out
     size_t one = 0;
     for (int il = 0; ring < n_ctx && il < m->hp.n_layer; il++) {
         const eli_layer *l = &m->layers[il];
-        const int64_t width = (int64_t)l->n_head_kv * l->head_dim;
         if (l->has_kv && l->is_swa)
-            one += (size_t)ring * (4 + eli_row_size(c.kv_type_k, width) + eli_row_size(c.kv_type_v, width));
+            one += (size_t)ring * (4 + eli_kv_row_bytes(c.kv_type_k, l->n_head_kv, l->head_dim) +
+                                   eli_kv_row_bytes(c.kv_type_v, l->n_head_kv, l->head_dim));
     }
     out->kv_ckpt = one * (size_t)c.n_ckpt;
     out->scratch = scratch + eli_context_qbuf_bound(m, &c);

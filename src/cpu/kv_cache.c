@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "bytes.h"
+#include "kv_types.h"
 #include "os.h"
 #include "quants.h"
 
@@ -20,9 +21,9 @@ size_t eli_kv_predict_bytes(const eli_model *m, int64_t n_ctx, int64_t n_ubatch,
     for (int il = 0; il < m->hp.n_layer; il++) {
         const eli_layer *l = &m->layers[il];
         if (!l->has_kv) continue;
-        const int64_t width = (int64_t)l->n_head_kv * l->head_dim;
         const size_t bytes = (size_t)eli_kv_layer_cells(l->is_swa, m->hp.n_swa, n_ctx, n_ubatch) *
-                             (eli_row_size(type_k, width) + eli_row_size(type_v, width));
+                             (eli_kv_row_bytes(type_k, l->n_head_kv, l->head_dim) +
+                              eli_kv_row_bytes(type_v, l->n_head_kv, l->head_dim));
         if (l->is_swa) s += bytes;
         else f += bytes;
     }
@@ -31,21 +32,53 @@ size_t eli_kv_predict_bytes(const eli_model *m, int64_t n_ctx, int64_t n_ubatch,
     return s + f;
 }
 
-int eli_kv_check_type(const eli_model *m, uint32_t type, eli_error *err) {
+static int check_type(const eli_model *m, const char *what, uint32_t type, eli_error *err) {
     const eli_type_traits *tt = eli_type_info(type);
-    if (!tt || !tt->quantize || !tt->dequantize ||
-        (type != ELI_TYPE_F32 && type != ELI_TYPE_F16 && type != ELI_TYPE_BF16 && tt->block_size > 32))
-        return eli_fail(err, ELI_ERR_INVALID_ARG, "KV cache type %s is not supported", eli_type_name(type));
-    for (int il = 0; il < m->hp.n_layer; il++)
-        if (m->layers[il].head_dim % (int)tt->block_size)
-            return eli_fail(err, ELI_ERR_INVALID_ARG, "KV cache type %s needs head dims that are multiples of %u (layer %d has %d)",
-                            tt->name, tt->block_size, il, m->layers[il].head_dim);
+    const int low_bit = eli_kvq_is_type(type);
+    if (!low_bit && (!tt || !tt->quantize || !tt->dequantize ||
+                     (type != ELI_TYPE_F32 && type != ELI_TYPE_F16 && type != ELI_TYPE_BF16 && tt->block_size > 32)))
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "%s cache type %s is not supported", what, eli_kv_type_name(type));
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const int d = m->layers[il].head_dim;
+        if (eli_kv_row_bytes(type, 1, d)) continue;
+        if (low_bit)
+            return eli_fail(err, ELI_ERR_INVALID_ARG,
+                            "%s cache type %s needs head dims that are powers of two from %d to %d (layer %d has %d)", what,
+                            eli_kv_type_name(type), ELI_KVQ_MIN_DIM, ELI_KVQ_MAX_DIM, il, d);
+        return eli_fail(err, ELI_ERR_INVALID_ARG, "%s cache type %s needs head dims that are multiples of %u (layer %d has %d)",
+                        what, tt->name, tt->block_size, il, d);
+    }
     return ELI_OK;
+}
+
+int eli_kv_check_types(const eli_model *m, uint32_t type_k, uint32_t type_v, eli_error *err) {
+    int rc = check_type(m, "K", type_k, err);
+    if (rc || (rc = check_type(m, "V", type_v, err))) return rc;
+    if (!eli_kv_type_holds_values(type_v))
+        return eli_fail(err, ELI_ERR_INVALID_ARG,
+                        "V cache type %s holds keys only (QJL estimates q.k, it cannot give the values back): use it for K "
+                        "with another V type",
+                        eli_kv_type_name(type_v));
+    return ELI_OK;
+}
+
+/* The cache's codec of a low-bit type at head dim d, made on first use; NULL for the other types. */
+static const eli_kvq *codec_for(eli_kv_cache *kv, uint32_t type, int d, eli_error *err, int *rc) {
+    if (!eli_kvq_is_type(type)) return NULL;
+    for (int i = 0; i < kv->n_codecs; i++)
+        if (kv->codecs[i]->type == type && kv->codecs[i]->d == d) return kv->codecs[i];
+    eli_kvq *c = eli_kvq_create(type, d, err);
+    if (!c) {
+        *rc = err ? err->code : ELI_ERR_OOM;
+        return NULL;
+    }
+    kv->codecs[kv->n_codecs++] = c;
+    return c;
 }
 
 eli_kv_cache *eli_kv_create(const eli_model *m, int64_t n_ctx, int64_t n_ubatch, uint32_t type_k, uint32_t type_v,
                             int n_ckpt, eli_error *err) {
-    if (eli_kv_check_type(m, type_k, err) || eli_kv_check_type(m, type_v, err)) return NULL;
+    if (eli_kv_check_types(m, type_k, type_v, err)) return NULL;
     if (n_ctx < 1 || n_ubatch < 1) {
         eli_fail(err, ELI_ERR_INVALID_ARG, "context size %lld and ubatch %lld must be positive", (long long)n_ctx,
                  (long long)n_ubatch);
@@ -58,14 +91,22 @@ eli_kv_cache *eli_kv_create(const eli_model *m, int64_t n_ctx, int64_t n_ubatch,
     kv->n_layer = m->hp.n_layer;
     kv->n_ctx = n_ctx;
     kv->layers = calloc((size_t)m->hp.n_layer, sizeof *kv->layers);
-    if (!kv->layers) goto oom;
+    kv->codecs = calloc(2 * (size_t)m->hp.n_layer + 1, sizeof *kv->codecs); /* at most a K and a V codec per layer */
+    if (!kv->layers || !kv->codecs) goto oom;
     for (int il = 0; il < m->hp.n_layer; il++) {
         const eli_layer *l = &m->layers[il];
         eli_kv_layer *c = &kv->layers[il];
         c->width = (int64_t)l->n_head_kv * l->head_dim;
-        c->row_bytes_k = eli_row_size(type_k, c->width);
-        c->row_bytes_v = eli_row_size(type_v, c->width);
+        c->row_bytes_k = eli_kv_row_bytes(type_k, l->n_head_kv, l->head_dim);
+        c->row_bytes_v = eli_kv_row_bytes(type_v, l->n_head_kv, l->head_dim);
         if (!l->has_kv) continue;
+        int rc = ELI_OK;
+        c->kq = codec_for(kv, type_k, l->head_dim, err, &rc);
+        if (!rc) c->vq = codec_for(kv, type_v, l->head_dim, err, &rc);
+        if (rc) {
+            eli_kv_free(kv);
+            return NULL;
+        }
         c->n_cells = eli_kv_layer_cells(l->is_swa, m->hp.n_swa, n_ctx, n_ubatch);
         const size_t kb = (size_t)c->n_cells * c->row_bytes_k, vb = (size_t)c->n_cells * c->row_bytes_v;
         c->k = malloc(kb);
@@ -115,6 +156,8 @@ void eli_kv_free(eli_kv_cache *kv) {
             free(kv->layers[il].cell_pos);
         }
     for (int i = 0; kv->ckpt && i < kv->max_ckpt; i++) free(kv->ckpt[i].data);
+    for (int i = 0; i < kv->n_codecs; i++) eli_kvq_free(kv->codecs[i]);
+    free(kv->codecs);
     free(kv->ckpt);
     free(kv->layers);
     free(kv);
@@ -132,19 +175,24 @@ void eli_kv_store(eli_kv_cache *kv, int il, int32_t pos, const float *k, const f
     eli_kv_layer *c = &kv->layers[il];
     int64_t cell = pos % c->n_cells;
     c->cell_pos[cell] = pos;
-    eli_quantize_row(kv->type_k, k, c->k + (size_t)cell * c->row_bytes_k, c->width);
-    eli_quantize_row(kv->type_v, v, c->v + (size_t)cell * c->row_bytes_v, c->width);
+    uint8_t *kr = c->k + (size_t)cell * c->row_bytes_k, *vr = c->v + (size_t)cell * c->row_bytes_v;
+    if (c->kq) eli_kvq_quantize(c->kq, k, (int)(c->width / c->kq->d), kr);
+    else eli_quantize_row(kv->type_k, k, kr, c->width);
+    if (c->vq) eli_kvq_quantize(c->vq, v, (int)(c->width / c->vq->d), vr);
+    else eli_quantize_row(kv->type_v, v, vr, c->width);
 }
 
 eli_kv_view eli_kv_head(const eli_kv_cache *kv, int il, int g, int d) {
     const eli_kv_layer *c = &kv->layers[il];
-    const eli_kv_view v = {c->k + eli_row_size(kv->type_k, (int64_t)g * d),
-                           c->v + eli_row_size(kv->type_v, (int64_t)g * d),
+    const eli_kv_view v = {c->k + eli_kv_row_bytes(kv->type_k, g, d),
+                           c->v + eli_kv_row_bytes(kv->type_v, g, d),
                            kv->type_k,
                            kv->type_v,
                            c->row_bytes_k,
                            c->row_bytes_v,
-                           c->n_cells};
+                           c->n_cells,
+                           c->kq,
+                           c->vq};
     return v;
 }
 

@@ -2,8 +2,11 @@
  * source layer's). Full-attention layers hold n_ctx cells (cell = position). Sliding-window layers hold a
  * ring of min(n_ctx, n_swa + n_ubatch) cells (cell = position mod ring size): a ubatch of up to n_ubatch
  * tokens plus the n_swa - 1 positions before it is everything its queries can see. Cells store K after
- * k_norm + RoPE and V after the weightless norm, in the cache type: f32, f16, bf16 or a block format
- * (q8_0, q4_0, ...) whose block size divides the head dim, so every head starts on a block boundary.
+ * k_norm + RoPE and V after the weightless norm, in the cache type: f32, f16, bf16, a block format
+ * (q8_0, q4_0, ...) whose block size divides the head dim, so every head starts on a block boundary, or a
+ * low-bit type of kvquant.h (tbq4_0, tbq3_0, q4_polar; qjl1_256 for K only), one code block per head, which
+ * attention reads without dequantizing (ops.h). The cache holds one codec per (low-bit type, head dim):
+ * sliding and full layers have different head dims (256 and 512 on the real models).
  *
  * Window checkpoints: a bounded number (eli_kv_create's n_ckpt: 1 by default, 0 = none) of
  * snapshots of the sliding rings taken at a position P (the cache then held exactly the positions < P).
@@ -17,6 +20,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "kvquant.h"
 #include "model.h"
 
 typedef struct eli_kv_layer {
@@ -25,6 +29,7 @@ typedef struct eli_kv_layer {
     int64_t width;    /* n_head_kv * head_dim values per row */
     size_t row_bytes_k, row_bytes_v; /* bytes of one row in the K and the V type */
     int32_t *cell_pos; /* position held by each cell, -1 when empty */
+    const eli_kvq *kq, *vq; /* the codecs of a low-bit K / V type at this layer's head dim (owned by the cache), else NULL */
 } eli_kv_layer;
 
 typedef struct eli_kv_checkpoint {
@@ -37,6 +42,8 @@ typedef struct eli_kv_cache {
     int n_layer;
     int64_t n_ctx;
     eli_kv_layer *layers;
+    eli_kvq **codecs; /* the distinct low-bit codecs the layers point at (n_codecs of them) */
+    int n_codecs;
     size_t bytes; /* K/V storage allocated (rings + full layers) */
     size_t bytes_swa, bytes_full; /* the same, split by layer kind (bytes = bytes_swa + bytes_full) */
     /* window checkpoints */
@@ -47,13 +54,14 @@ typedef struct eli_kv_cache {
 } eli_kv_cache;
 
 /* One KV head of a cache as attention reads it (ops.h eli_attend): the row of position p is at cell
- * p % n_cells; k and v point at this head's first element in cell 0, their rows k_row_bytes / v_row_bytes
- * apart, stored in k_type / v_type. */
+ * p % n_cells; k and v point at this head's first element (or code block) in cell 0, their rows
+ * k_row_bytes / v_row_bytes apart, stored in k_type / v_type; kq / vq are the codecs of a low-bit type. */
 typedef struct eli_kv_view {
     const uint8_t *k, *v;
     uint32_t k_type, v_type;
     size_t k_row_bytes, v_row_bytes;
     int64_t n_cells;
+    const eli_kvq *kq, *vq;
 } eli_kv_view;
 /* KV head g (of head_dim d) of layer il's storage (a layer that owns K/V; heads start on block boundaries). */
 eli_kv_view eli_kv_head(const eli_kv_cache *kv, int il, int g, int d);
@@ -65,9 +73,10 @@ int64_t eli_kv_layer_cells(int is_swa, int n_swa, int64_t n_ctx, int64_t n_ubatc
 size_t eli_kv_predict_bytes(const eli_model *m, int64_t n_ctx, int64_t n_ubatch, uint32_t type_k, uint32_t type_v,
                             size_t *swa, size_t *full);
 
-/* ELI_ERR_INVALID_ARG naming the problem when a cache of this type cannot hold m's heads (unknown type,
- * blocks that do not divide a head dim). */
-int eli_kv_check_type(const eli_model *m, uint32_t type, eli_error *err);
+/* ELI_ERR_INVALID_ARG naming the problem when a cache of these types cannot hold m's heads (unknown type,
+ * blocks that do not divide a head dim, a low-bit type at a head dim that is not a power of two in
+ * 32..512) or when V is a keys-only type (qjl1_256). */
+int eli_kv_check_types(const eli_model *m, uint32_t type_k, uint32_t type_v, eli_error *err);
 /* n_ckpt: window checkpoints kept (0..64). */
 eli_kv_cache *eli_kv_create(const eli_model *m, int64_t n_ctx, int64_t n_ubatch, uint32_t type_k, uint32_t type_v,
                             int n_ckpt, eli_error *err);

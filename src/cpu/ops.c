@@ -113,11 +113,31 @@ void eli_softmax_inplace(float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] *= inv;
 }
 
+/* The start of the first 64-byte boundary at or after p (the low-bit kernels read prepared queries there). */
+static void *align64(void *p) { return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
+
+/* A run of consecutive cells of positions p0 .. p0 + n - 1 of a window that ends at p_hi: at most max rows,
+ * ending at the ring's end when the window wraps (the kernels stride through one run). */
+static int64_t cell_run(int64_t p0, int32_t p_hi, int64_t n_cells, int64_t max) {
+    int64_t n = p_hi - p0 + 1 < max ? p_hi - p0 + 1 : max;
+    const int64_t c0 = p0 % n_cells;
+    return n > n_cells - c0 ? n_cells - c0 : n;
+}
+
 void eli_attend(const eli_kernels *k, const float *q, int d, const eli_kv_view *kv, int32_t p_lo, int32_t p_hi,
                 float *scores, float *tmp, float *out) {
     const int64_t n = (int64_t)p_hi - p_lo + 1, nc = kv->n_cells;
     for (int i = 0; i < d; i++) out[i] = 0.0f;
-    if (kv->k_type == ELI_TYPE_F32) {
+    if (kv->kq) {
+        /* the query prepared once, every key scored from its codes (the run of cells up to the ring's end) */
+        void *qp = align64(tmp);
+        eli_kvq_prepare_query(kv->kq, q, qp);
+        for (int64_t p0 = p_lo, run; p0 <= p_hi; p0 += run) {
+            run = cell_run(p0, p_hi, nc, n);
+            eli_kvq_score(k, kv->kq, (int)run, kv->k + (size_t)(p0 % nc) * kv->k_row_bytes, kv->k_row_bytes, 1, qp,
+                          scores + (p0 - p_lo), (size_t)n);
+        }
+    } else if (kv->k_type == ELI_TYPE_F32) {
         for (int64_t j = 0; j < n; j++) {
             const float *kr = (const float *)(kv->k + (size_t)((p_lo + j) % nc) * kv->k_row_bytes);
             float s = 0.0f;
@@ -132,6 +152,16 @@ void eli_attend(const eli_kernels *k, const float *q, int d, const eli_kv_view *
         for (int64_t j = 0; j < n; j++) scores[j] = dot(d, kv->k + (size_t)((p_lo + j) % nc) * kv->k_row_bytes, qc);
     }
     eli_softmax_inplace(scores, n);
+    if (kv->vq) {
+        /* the probability-weighted sum in the rotated domain, rotated back once */
+        for (int64_t p0 = p_lo, run; p0 <= p_hi; p0 += run) {
+            run = cell_run(p0, p_hi, nc, n);
+            eli_kvq_accumulate(k, kv->vq, (int)run, kv->v + (size_t)(p0 % nc) * kv->v_row_bytes, kv->v_row_bytes, 1,
+                               scores + (p0 - p_lo), (size_t)n, out);
+        }
+        eli_kvq_finish(kv->vq, out, out);
+        return;
+    }
     float *vrow = tmp;
     for (int64_t j = 0; j < n; j++) {
         const uint8_t *row = kv->v + (size_t)((p_lo + j) % nc) * kv->v_row_bytes;
@@ -319,14 +349,21 @@ int eli_matmul_k(eli_pool *pool, const eli_kernels *k, const eli_weight *w, int6
 
 #define FLASH_CHUNK 64
 
+static int flash_plain(uint32_t t) { return t == ELI_TYPE_F32 || t == ELI_TYPE_F16; }
+
 int eli_attend_flash_ok(uint32_t k_type, uint32_t v_type) {
-    return (k_type == ELI_TYPE_F32 || k_type == ELI_TYPE_F16) && (v_type == ELI_TYPE_F32 || v_type == ELI_TYPE_F16);
+    return (flash_plain(k_type) || eli_kvq_is_type(k_type)) &&
+           (flash_plain(v_type) || (eli_kvq_is_type(v_type) && !eli_kvq_keys_only(v_type)));
 }
 
+/* A prepared low-bit query takes at most d floats (kvquant.h: tbq 64 + d bytes, polar and qjl d floats). */
+static size_t kvq_query_bound(int d) { return (size_t)d * sizeof(float) + 64; }
+
 size_t eli_attend_flash_work_size(int G, int d) {
-    /* q rounded to the cache's dot format (G*d, and G*d halves on the way), scores (G*CHUNK), max and sum (2G) */
+    /* q rounded to the cache's dot format (G*d, and G*d halves on the way), scores (G*CHUNK), max and sum (2G);
+     * or the G prepared low-bit queries, 64-byte aligned */
     return sizeof(float) * ((size_t)G * (size_t)d + (size_t)G * FLASH_CHUNK + 2 * (size_t)G) +
-           sizeof(eli_fp16) * (size_t)G * (size_t)d + 64;
+           sizeof(eli_fp16) * (size_t)G * (size_t)d + (size_t)G * kvq_query_bound(d) + 128;
 }
 
 void eli_attend_flash(const eli_kernels *k, const float *q, int G, int d, const eli_kv_view *kv, int32_t p_lo,
@@ -336,10 +373,11 @@ void eli_attend_flash(const eli_kernels *k, const float *q, int G, int d, const 
     float *mx = s + (size_t)G * FLASH_CHUNK;
     float *sum = mx + G;
     eli_fp16 *qh = (eli_fp16 *)(sum + G);
+    uint8_t *qp = align64(qh + (size_t)G * d); /* the prepared low-bit queries, query_bytes apart */
     const int f16 = kv->k_type == ELI_TYPE_F16;
     const int64_t n_cells = kv->n_cells;
-    const eli_attn_qk_fn qk = k->attn_qk[kv->k_type];
-    const eli_attn_pv_fn pv = k->attn_pv[kv->v_type];
+    const eli_attn_qk_fn qk = kv->kq ? NULL : k->attn_qk[kv->k_type];
+    const eli_attn_pv_fn pv = kv->vq ? NULL : k->attn_pv[kv->v_type];
     for (int g = 0; g < G; g++) {
         mx[g] = -INFINITY;
         sum[g] = 0.0f;
@@ -351,19 +389,21 @@ void eli_attend_flash(const eli_kernels *k, const float *q, int G, int d, const 
         k->quantize[ELI_TYPE_F16](q, qh, (int64_t)G * d);
         k->f16_to_f32((int64_t)G * d, qh, qr);
     }
+    /* a low-bit K: each query head rotated (or projected) once for the whole window */
+    for (int g = 0; kv->kq && g < G; g++) eli_kvq_prepare_query(kv->kq, q + (size_t)g * d, qp + (size_t)g * kv->kq->query_bytes);
     const float *qq = f16 ? qr : q;
-    for (int64_t p0 = p_lo; p0 <= p_hi;) {
-        /* a chunk is a run of consecutive cells, so the kernels can stride through it: it ends at the
-         * ring's end when the window wraps */
+    for (int64_t p0 = p_lo, nc; p0 <= p_hi; p0 += nc) {
         const int64_t c0 = p0 % n_cells;
-        int64_t nc = p_hi - p0 + 1 < FLASH_CHUNK ? p_hi - p0 + 1 : FLASH_CHUNK;
-        if (nc > n_cells - c0) nc = n_cells - c0;
-        qk(d, (int)nc, kv->k + (size_t)c0 * kv->k_row_bytes, kv->k_row_bytes, G, qq, s, FLASH_CHUNK);
+        nc = cell_run(p0, p_hi, n_cells, FLASH_CHUNK);
+        const uint8_t *krows = kv->k + (size_t)c0 * kv->k_row_bytes, *vrows = kv->v + (size_t)c0 * kv->v_row_bytes;
+        if (qk) qk(d, (int)nc, krows, kv->k_row_bytes, G, qq, s, FLASH_CHUNK);
+        else eli_kvq_score(k, kv->kq, (int)nc, krows, kv->k_row_bytes, G, qp, s, FLASH_CHUNK);
         for (int g = 0; g < G; g++) {
             float *sg = s + g * FLASH_CHUNK;
             float cm = mx[g];
             for (int jj = 0; jj < nc; jj++) cm = sg[jj] > cm ? sg[jj] : cm;
             if (cm > mx[g]) {
+                /* a low-bit V's sum is in the rotated domain: R is linear, the rescale is the same */
                 if (mx[g] != -INFINITY) {
                     const float r = expf(mx[g] - cm);
                     k->scale_f32(d, r, out + (size_t)g * d);
@@ -373,10 +413,13 @@ void eli_attend_flash(const eli_kernels *k, const float *q, int G, int d, const 
             }
             sum[g] += k->exp_sum_f32(nc, cm, sg);
         }
-        pv(d, (int)nc, kv->v + (size_t)c0 * kv->v_row_bytes, kv->v_row_bytes, G, s, FLASH_CHUNK, out);
-        p0 += nc;
+        if (pv) pv(d, (int)nc, vrows, kv->v_row_bytes, G, s, FLASH_CHUNK, out);
+        else eli_kvq_accumulate(k, kv->vq, (int)nc, vrows, kv->v_row_bytes, G, s, FLASH_CHUNK, out);
     }
-    for (int g = 0; g < G; g++) k->scale_f32(d, 1.0f / sum[g], out + (size_t)g * d);
+    for (int g = 0; g < G; g++) {
+        k->scale_f32(d, 1.0f / sum[g], out + (size_t)g * d);
+        if (kv->vq) eli_kvq_finish(kv->vq, out + (size_t)g * d, out + (size_t)g * d);
+    }
 }
 
 /* ---- gathered rows (the drafter's centroid-masked head) ---- */

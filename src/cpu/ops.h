@@ -37,15 +37,18 @@ void eli_softmax_inplace(float *x, int64_t n);
 
 /* One head of attention: q (d floats) against the cache rows of positions [p_lo, p_hi]. scores needs
  * p_hi - p_lo + 1 floats, tmp 2*d floats. Scale 1.0, no softcap (Gemma 4). Q·K goes through the dot of the
- * kernel table k. */
+ * kernel table k; on a low-bit K (kvquant.h) the query is prepared once and every key scored from its codes,
+ * on a low-bit V the values are summed in the rotated domain and rotated back once. */
 void eli_attend(const eli_kernels *k, const float *q, int d, const eli_kv_view *kv, int32_t p_lo, int32_t p_hi,
                 float *scores, float *tmp, float *out);
 
 /* Fused (flash-style) attention of G query heads that share one KV head: q and out hold G vectors of d
  * floats back to back. One pass over the cache in chunks with an online softmax (running max and sum per
- * head); K and V rows are loaded once for all G heads. Only f32 and f16 caches, K and V each (others:
- * eli_attend; eli_attend_flash_ok tells). Every head's result is independent of G, so any grouping of the
- * heads gives identical bits. work needs eli_attend_flash_work_size(G, d) bytes. */
+ * head); K and V rows are loaded once for all G heads. K f32, f16 or low-bit (the G queries prepared once,
+ * keys scored from their codes), V f32, f16 or a low-bit type that holds values (summed in the rotated
+ * domain, rescaled there as the running max moves, rotated back once per head); others: eli_attend,
+ * eli_attend_flash_ok tells. Every head's result is independent of G, so any grouping of the heads gives
+ * identical bits. work needs eli_attend_flash_work_size(G, d) bytes. */
 int eli_attend_flash_ok(uint32_t k_type, uint32_t v_type);
 size_t eli_attend_flash_work_size(int G, int d);
 void eli_attend_flash(const eli_kernels *k, const float *q, int G, int d, const eli_kv_view *kv, int32_t p_lo,
