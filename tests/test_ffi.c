@@ -211,10 +211,10 @@ static void test_streams(EliInferenceContext *c) {
           err ? err : "");
     eliza_inference_free_string(err), err = NULL;
     cfg = greedy_cfg(16);
-    cfg.cache_type_v = "tbq3_0";
-    CHECK(eliza_inference_llm_stream_open(c, &cfg, &err) == NULL && err && strstr(err, "not supported yet") &&
+    cfg.cache_type_k = "tbq3_0", cfg.cache_type_v = "qjl1_256";
+    CHECK(eliza_inference_llm_stream_open(c, &cfg, &err) == NULL && err && strstr(err, "keys only") &&
               strstr(err, "cache_type_v"),
-          "a host type this build lacks: %s", err ? err : "");
+          "QJL holds keys only: %s", err ? err : "");
     eliza_inference_free_string(err), err = NULL;
     cfg = greedy_cfg(16);
     cfg.draft_min = 3, cfg.draft_max = 2;
@@ -368,9 +368,11 @@ static void test_host_behaviour(EliInferenceContext *c) {
           "a name outside the list: %s", err ? err : "");
     eliza_inference_free_string(err), err = NULL;
 
-    /* K and V types set independently: every pair opens and streams; an f32/f16 pair keeps llama.cpp's
-     * greedy ids (test_models measures every pair's KLD) */
-    static const char *const pairs[][2] = {{"f16", "q8_0"}, {"q8_0", "q4_0"}, {"f32", "f16"}, {"bf16", "q5_1"}, {NULL, "f32"}};
+    /* K and V types set independently, the low-bit ones too: every pair opens and streams; an f32/f16 pair
+     * keeps llama.cpp's greedy ids (test_models and test_kv_lowbit measure every pair's KLD) */
+    static const char *const pairs[][2] = {{"f16", "q8_0"},      {"q8_0", "q4_0"},   {"f32", "f16"},
+                                           {"bf16", "q5_1"},     {NULL, "f32"},      {"qjl1_256", "q4_polar"},
+                                           {"tbq3_0", "tbq3_0"}, {"q8_0", "tbq4_0"}, {"tbq4_0", "f16"}};
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
         eliza_llm_stream_config_t cfg = greedy_cfg(16);
         cfg.cache_type_k = pairs[i][0];

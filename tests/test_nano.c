@@ -17,6 +17,7 @@
 #include "sampler.h"
 #include "speculative.h"
 #include "test.h"
+#include "test_kld.h"
 #include "test_exec.h"
 
 #define BUNDLE ELI_SOURCE_DIR "/models/eliza-1-nano"
@@ -30,23 +31,6 @@ static float *read_f32(const char *path, size_t n) {
     fclose(f);
     if (got != n) free(d), d = NULL;
     return d;
-}
-
-/* mean over rows of KLD(ref || ours), in float64 */
-static double mean_kld(const float *ref, const float *ours, int rows, int n) {
-    double total = 0;
-    for (int r = 0; r < rows; r++) {
-        const float *a = ref + (size_t)r * n, *b = ours + (size_t)r * n;
-        double ma = -INFINITY, mb = -INFINITY, sa = 0, sb = 0, kld = 0;
-        for (int j = 0; j < n; j++) ma = a[j] > ma ? a[j] : ma, mb = b[j] > mb ? b[j] : mb;
-        for (int j = 0; j < n; j++) sa += exp(a[j] - ma), sb += exp(b[j] - mb);
-        for (int j = 0; j < n; j++) {
-            double pa = a[j] - ma - log(sa), pb = b[j] - mb - log(sb);
-            kld += exp(pa) * (pa - pb);
-        }
-        total += kld / rows;
-    }
-    return total;
 }
 
 int main(void) {
@@ -76,7 +60,7 @@ int main(void) {
     float *got = malloc(sizeof(float) * (size_t)64 * V);
     CHECK(c && eli_decode(c, ids, 64, got, 1, &err) == ELI_OK, "%s", err.msg);
     if (want) {
-        double k = mean_kld(want, got, 64, V);
+        double k = test_mean_kld(want, got, 64, V, NULL);
         printf("nano text model vs PyTorch reference: mean KLD %.3g\n", k);
         CHECK(k <= 1e-5, "mean KLD %.3g > 1e-5", k);
     }
@@ -113,7 +97,7 @@ int main(void) {
             t = best;
             memcpy(h, h2, sizeof(float) * (size_t)E);
         }
-        double k = mean_kld(dwant, dl, 3, V);
+        double k = test_mean_kld(dwant, dl, 3, V, NULL);
         printf("nano drafter round vs PyTorch reference: mean KLD %.3g, drafted ids %s\n", k, same ? "equal" : "DIFFER");
         CHECK(k <= 1e-5 && same, "draft KLD %.3g, ids %s", k, same ? "equal" : "differ");
         eli_drafter_free(dr);
