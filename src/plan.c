@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "exec.h"
+#include "kv_types.h"
 #include "os.h"
 #include "quants.h"
 
@@ -264,6 +265,41 @@ int64_t eli_plan_fit(const eli_model *m, const char *arch, const char *wtype, co
         else hi = mid - 1;
     }
     return lo;
+}
+
+static void kv_type_bytes(const eli_model *m, uint32_t type, uint64_t *full, uint64_t *swa, uint64_t *elems) {
+    *full = *swa = *elems = 0;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const eli_layer *l = &m->layers[il];
+        if (!l->has_kv) continue;
+        const size_t rb = eli_kv_row_bytes(type, l->n_head_kv, l->head_dim);
+        if (!rb) { /* one layer the type cannot hold: the type cannot hold the model */
+            *full = *swa = 0;
+            return;
+        }
+        *(l->is_swa ? swa : full) += rb;
+        *elems += (uint64_t)l->n_head_kv * (uint64_t)l->head_dim;
+    }
+}
+
+int eli_plan_kv_type_bytes(const eli_model *m, const char *arch, const char *wtype, uint32_t type, uint64_t *full,
+                           uint64_t *swa, uint64_t *elems, eli_error *err) {
+    if (m) {
+        kv_type_bytes(m, type, full, swa, elems);
+        return ELI_OK;
+    }
+    const arch_geom *g;
+    int wt;
+    int rc = parse_arch(arch, wtype, &g, &wt, err);
+    if (rc) return rc;
+    eli_model sm;
+    eli_layer *layers = calloc((size_t)g->L, sizeof *layers);
+    if (!layers) return eli_fail(err, ELI_ERR_OOM, "out of memory");
+    uint64_t ple;
+    synth_model(g, wt, &sm, layers, &ple);
+    kv_type_bytes(&sm, type, full, swa, elems);
+    free(layers);
+    return ELI_OK;
 }
 
 /* ---- measurements ---- */

@@ -54,6 +54,13 @@ int eli_plan_arch(const char *arch, const char *wtype, const eli_plan_params *p,
 int64_t eli_plan_fit(const eli_model *m, const char *arch, const char *wtype, const eli_plan_params *p,
                      uint64_t tokenizer_bytes, uint64_t bytes, eli_error *err);
 
+/* The bytes one position takes in a KV cache of this type (K or V alike), summed over the layers that store
+ * K/V: *full on the full-attention layers (one row per position of the context), *swa on the sliding ones
+ * (one row per ring cell); *elems the values they hold (both kinds). 0 bytes where the type cannot hold the
+ * geometry's heads. For the model or arch as eli_plan_fit takes them (m NULL: arch/wtype). */
+int eli_plan_kv_type_bytes(const eli_model *m, const char *arch, const char *wtype, uint32_t type, uint64_t *full,
+                           uint64_t *swa, uint64_t *elems, eli_error *err);
+
 /* Resident bytes of the PLE table's range: mapped into this process (/proc/self/pagemap present bits; what
  * counts toward RSS) and in the page cache (mincore). Either is UINT64_MAX when it cannot be read. */
 void eli_plan_ple_resident(const eli_model *m, uint64_t *mapped, uint64_t *cached);

@@ -1,4 +1,4 @@
-/* eliza-infer bench -m FILE [-p 512] [-n 128] [-t N] [--depth D] [--kv f16|f32] [--reference] [--json]
+/* eliza-infer bench -m FILE [-p 512] [-n 128] [-t N] [--depth D] [--kv TYPE] [--kv-k TYPE] [--kv-v TYPE] [--reference] [--json]
  *
  * Prefill: one batch of p random tokens from an empty cache (tok/s; its wall time is the time to first
  * token, since the batch returns the logits of its last position). Decode: n tokens one at a time after
@@ -27,12 +27,14 @@
 #include "threadpool.h"
 
 static int usage(void) {
-    fprintf(stderr, "usage: eliza-infer bench -m FILE [-p 512] [-n 128] [-t THREADS] [--depth D] [--kv TYPE]\n"
+    fprintf(stderr, "usage: eliza-infer bench -m FILE [-p 512] [-n 128] [-t THREADS] [--depth D] [--kv TYPE] [--kv-k TYPE]\n"
+                    "                         [--kv-v TYPE]\n"
                     "                         [--reference] [--json]\n"
                     "  -p N         prompt tokens for the prefill measurement (0 = skip)\n"
                     "  -n N         tokens decoded one at a time (0 = skip)\n"
                     "  --depth D    tokens already in the KV cache when decoding starts\n"
-                    "  --kv TYPE    KV cache type of K and V (default f16); --kv-k / --kv-v set one of them\n"
+                    "  --kv TYPE    KV cache type of K and V (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 tbq4_0 tbq3_0 q4_polar;\n"
+                    "               default f16); --kv-k / --kv-v set one of them (qjl1_256: K only)\n"
                     "  --reference  scalar reference kernels (the \"reference\" backend)\n"
                     "  --draft FILE MTP: greedy generation with and without this drafter (--draft-max N, default 6;\n"
                     "               --prompt-file F, default a built-in English paragraph; --mtp-reps N alternated runs\n"

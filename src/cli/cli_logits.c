@@ -15,8 +15,8 @@ static int usage(void) {
     fprintf(stderr,
             "usage: eliza-infer logits -m FILE --tokens \"ID ID ...\" [--kv TYPE] [--kv-k TYPE] [--kv-v TYPE] [-t THREADS]\n"
             "                          [--step] -o OUT.f32\n"
-            "  --kv TYPE   KV cache type of K and V (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1; default f16);\n"
-            "              --kv-k / --kv-v set one of them\n"
+            "  --kv TYPE   KV cache type of K and V (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 tbq4_0 tbq3_0 q4_polar,\n"
+            "              and qjl1_256 for K only; default f16); --kv-k / --kv-v set one of them\n"
             "  --step      decode one token at a time instead of one batch\n");
     return 2;
 }
@@ -27,6 +27,8 @@ int cli_parse_kv_option(const char *opt, const char *v, uint32_t *type_k, uint32
     uint32_t t;
     if (!v || eli_kv_type_from_name(v, &t))
         return cli_die("%s: unknown cache type '%s' (known: %s)", opt, v ? v : "", eli_kv_type_names()), -1;
+    if (!k && !eli_kv_type_holds_values(t))
+        return cli_die("%s: %s holds keys only (QJL estimates q.k): use --kv-k %s with another --kv-v type", opt, v, v), -1;
     if (both || k) *type_k = t;
     if (both || vv) *type_v = t;
     return 1;

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "engine.h"
+#include "kv_types.h"
 #include "model.h"
 #include "plan.h"
 #include "tokenizer.h"
@@ -15,6 +16,9 @@ static int usage(void) {
             "usage: eliza-infer plan (-m FILE | --arch e2b|e4b|12b|31b|26b-a4b --type f16|q8_0|q4_0|q4_k_m) --ctx N\n"
             "                        [--kv TYPE] [--kv-k TYPE] [--kv-v TYPE] [--ubatch N] [--threads N] [--checkpoints N]\n"
             "                        [--fit-ram BYTES[K|M|G]] [--measure N]\n"
+            "  --kv TYPE  KV cache type of K and V (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 tbq4_0 tbq3_0 q4_polar;\n"
+            "             default f16); --kv-k / --kv-v set one of them (qjl1_256: K only). Every type's bytes per\n"
+            "             position are printed after the plan\n"
             "  --fit-ram  also print the largest context whose peak RSS fits in BYTES\n"
             "  --measure  (-m only) decode N positions of random tokens and print measured VmHWM, KV and PLE\n"
             "             resident bytes next to the prediction\n");
@@ -52,6 +56,25 @@ static void print_plan(const eli_plan *o) {
     row("tokenizer", o->tokenizer);
     row("process baseline", o->baseline);
     row("peak RSS", o->peak_rss);
+}
+
+/* K and V bytes per position for every cache type the geometry can hold. */
+static int print_kv_types(const eli_model *m, const char *arch, const char *wtype) {
+    printf("KV cache per position, K or V (layers that store K/V; sliding layers per ring cell):\n"
+           "  type        full layers  sliding layers  bits/value\n");
+    for (int i = 0; i < eli_kv_type_count(); i++) {
+        const uint32_t t = eli_kv_type_at(i);
+        uint64_t full, swa, elems;
+        eli_error err = {0};
+        if (eli_plan_kv_type_bytes(m, arch, wtype, t, &full, &swa, &elems, &err)) return cli_die("%s", err.msg);
+        if (!full && !swa) {
+            printf("  %-10s  (the head dims do not fit this type)\n", eli_kv_type_name(t));
+            continue;
+        }
+        printf("  %-10s %12llu %15llu %11.4f%s\n", eli_kv_type_name(t), (unsigned long long)full, (unsigned long long)swa,
+               8.0 * (double)(full + swa) / (double)elems, eli_kv_type_holds_values(t) ? "" : "  (K only)");
+    }
+    return 0;
 }
 
 static uint64_t heap_in_use(void) {
@@ -114,6 +137,7 @@ int cli_plan(int argc, char **argv) {
         if (eli_plan_arch(arch, wtype, &p, &o, &err)) return cli_die("%s", err.msg);
         printf("arch %s, weights %s (true geometry, no file; metadata and tokenizer estimated)\n", arch, wtype);
         print_plan(&o);
+        if (print_kv_types(NULL, arch, wtype)) return 1;
         if (fit) {
             int64_t n = eli_plan_fit(NULL, arch, wtype, &p, 0, fit, &err);
             if (n < 0) return cli_die("%s", err.msg);
@@ -140,6 +164,10 @@ int cli_plan(int argc, char **argv) {
     }
     printf("model %s (tokenizer heap %s)\n", path, tok_bytes ? "measured" : "estimated");
     print_plan(&o);
+    if (print_kv_types(m, NULL, NULL)) {
+        rc = 1;
+        goto done;
+    }
     uint64_t mapped, cached;
     eli_plan_ple_resident(m, &mapped, &cached);
     if (o.ple_table)
