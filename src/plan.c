@@ -216,17 +216,26 @@ static int parse_arch(const char *arch, const char *wtype, const arch_geom **g, 
     return eli_fail(err, ELI_ERR_INVALID_ARG, "unknown weight type '%s' (f16, q8_0, q4_0, q4_k_m)", wtype ? wtype : "");
 }
 
-int eli_plan_arch(const char *arch, const char *wtype, const eli_plan_params *p, eli_plan *out, eli_error *err) {
-    memset(out, 0, sizeof *out);
+/* The true geometry of an arch as a model struct without a file, its layers in *layers (the caller frees
+ * them); *tensors and *ple the bytes of all tensors and of the PLE table. */
+static int arch_model(const char *arch, const char *wtype, eli_model *m, eli_layer **layers, uint64_t *tensors,
+                      uint64_t *ple, eli_error *err) {
     const arch_geom *g;
     int wt;
     int rc = parse_arch(arch, wtype, &g, &wt, err);
     if (rc) return rc;
+    if (!(*layers = calloc((size_t)g->L, sizeof **layers))) return eli_fail(err, ELI_ERR_OOM, "out of memory");
+    *tensors = synth_model(g, wt, m, *layers, ple);
+    return ELI_OK;
+}
+
+int eli_plan_arch(const char *arch, const char *wtype, const eli_plan_params *p, eli_plan *out, eli_error *err) {
+    memset(out, 0, sizeof *out);
     eli_model m;
-    eli_layer *layers = calloc((size_t)g->L, sizeof *layers);
-    if (!layers) return eli_fail(err, ELI_ERR_OOM, "out of memory");
-    uint64_t ple;
-    const uint64_t tensors = synth_model(g, wt, &m, layers, &ple);
+    eli_layer *layers;
+    uint64_t tensors = 0, ple = 0;
+    int rc = arch_model(arch, wtype, &m, &layers, &tensors, &ple, err);
+    if (rc) return rc;
     rc = plan_core(&m, p, out, err);
     if (!rc) {
         /* metadata: the 262144-token vocabulary (text, scores, types) and the merges, about 12 MiB */
@@ -288,15 +297,11 @@ int eli_plan_kv_type_bytes(const eli_model *m, const char *arch, const char *wty
         kv_type_bytes(m, type, full, swa, elems);
         return ELI_OK;
     }
-    const arch_geom *g;
-    int wt;
-    int rc = parse_arch(arch, wtype, &g, &wt, err);
-    if (rc) return rc;
     eli_model sm;
-    eli_layer *layers = calloc((size_t)g->L, sizeof *layers);
-    if (!layers) return eli_fail(err, ELI_ERR_OOM, "out of memory");
-    uint64_t ple;
-    synth_model(g, wt, &sm, layers, &ple);
+    eli_layer *layers;
+    uint64_t tensors = 0, ple = 0;
+    int rc = arch_model(arch, wtype, &sm, &layers, &tensors, &ple, err);
+    if (rc) return rc;
     kv_type_bytes(&sm, type, full, swa, elems);
     free(layers);
     return ELI_OK;
