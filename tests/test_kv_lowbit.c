@@ -9,8 +9,9 @@
  *    f32-KV logits: finite, mean KLD within the bounds below, one token at a time == one batch, the
  *    reference kernels (eli_attend) == the fused path;
  *  - slot state save / load and truncate + checkpoint resume bit-exact, the MTP drafter over a low-bit cache.
- * The KLD bounds are about twice what this build measured (BENCHMARKS.md, "Low-bit KV cache"): on the minis'
- * head dims (64 and 128) tbq has no per-16 multipliers, so tbq4_0 sits at q4_0's level and tbq3_0 above it. */
+ * The KLD bounds are about twice what this build measured (BENCHMARKS.md, "Low-bit KV cache (issue 20)", has
+ * every pair): on the minis' head dims (64 and 128) tbq has no per-16 multipliers, so tbq4_0 sits at q4_0's
+ * level and tbq3_0 above it; no ordering between the types is asserted. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +30,8 @@
 #include "test_kld.h"
 
 #define N_TOK 96
-#define N_LONG 1504
+#define N_LONG 1504 /* the committed text; the test runs its first N_LONG_RUN tokens (48 sliding windows) */
+#define N_LONG_RUN 768
 #define LONG_STRIDE 64 /* the committed long-text rows: positions 63, 127, .. (tests/data/kv_lowbit/README.md) */
 
 static uint64_t rng = 0x243F6A8885A308D3ull;
@@ -181,8 +183,9 @@ static void side_free(side *s) {
 }
 
 static void test_direct_vs_dequantized(void) {
-    const eli_kernels *tables[8];
-    const int n_tables = eli_kernels_all(tables, 8);
+    /* the scalar reference and the table this CPU runs (test_kernels holds every table to the reference) */
+    const eli_kernels *tables[2] = {eli_kernels_reference(), eli_kernels_best()};
+    const int n_tables = tables[1] == tables[0] ? 1 : 2;
     static const char *pairs[][2] = {{"tbq4_0", "tbq4_0"}, {"tbq3_0", "tbq3_0"},   {"q4_polar", "q4_polar"},
                                      {"qjl1_256", "q4_polar"}, {"qjl1_256", "f32"}, {"f32", "tbq3_0"},
                                      {"tbq3_0", "q4_polar"}, {"q4_polar", "tbq4_0"}};
@@ -268,6 +271,7 @@ static int all_finite(const float *x, size_t n) {
 typedef struct {
     const char *k, *v;
     double bound; /* mean KLD against llama.cpp's f32-KV logits */
+    int paths;    /* also one token at a time and on the reference kernels (eli_attend) */
 } kv_pair;
 
 static void check_golden(const char *model, const char *base, const kv_pair *pairs, size_t n_pairs) {
@@ -287,20 +291,23 @@ static void check_golden(const char *model, const char *base, const kv_pair *pai
     CHECK(want && len == sizeof(float) * N_TOK * (size_t)V, "%s", path);
     for (size_t i = 0; want && i < n_pairs; i++) {
         const uint32_t tk = type_of(pairs[i].k), tv = type_of(pairs[i].v);
-        float *batch = logits_of(t.m, ids, N_TOK, tk, tv, 0, 0, 128), *step = logits_of(t.m, ids, N_TOK, tk, tv, 1, 0, 128);
-        float *ref = logits_of(t.m, ids, N_TOK, tk, tv, 0, 1, 128);
-        if (batch && step && ref) {
+        float *batch = logits_of(t.m, ids, N_TOK, tk, tv, 0, 0, 128);
+        if (batch) {
             double mx;
-            const double kld = test_mean_kld(want, batch, N_TOK, V, &mx), ds = test_mean_kld(batch, step, N_TOK, V, NULL),
-                         dr = test_mean_kld(batch, ref, N_TOK, V, NULL);
-            printf("%-17s K %-8s V %-8s mean KLD %.3e (max %.3e)  step vs batch %.2e  reference kernels vs fused %.2e\n",
-                   model, pairs[i].k, pairs[i].v, kld, mx, ds, dr);
-            CHECK(all_finite(batch, (size_t)N_TOK * V) && all_finite(step, (size_t)N_TOK * V), "%s %s/%s: finite", model,
-                  pairs[i].k, pairs[i].v);
+            const double kld = test_mean_kld(want, batch, N_TOK, V, &mx);
+            printf("%-17s K %-8s V %-8s mean KLD %.3e (max %.3e)\n", model, pairs[i].k, pairs[i].v, kld, mx);
+            CHECK(all_finite(batch, (size_t)N_TOK * V), "%s %s/%s: finite", model, pairs[i].k, pairs[i].v);
             CHECK(kld <= pairs[i].bound, "%s K %s V %s: mean KLD %.3g > %.3g", model, pairs[i].k, pairs[i].v, kld, pairs[i].bound);
+        }
+        float *step = batch && pairs[i].paths ? logits_of(t.m, ids, N_TOK, tk, tv, 1, 0, 128) : NULL;
+        float *ref = step ? logits_of(t.m, ids, N_TOK, tk, tv, 0, 1, 128) : NULL;
+        if (ref) {
+            const double ds = test_mean_kld(batch, step, N_TOK, V, NULL), dr = test_mean_kld(batch, ref, N_TOK, V, NULL);
+            printf("%-17s K %-8s V %-8s step vs batch %.2e  reference kernels vs fused %.2e\n", model, pairs[i].k, pairs[i].v,
+                   ds, dr);
             /* a matmul rounding a K or V value differently can move one code, and eli_attend rounds the probabilities
              * to f16 on an f16 V where the fused path does not: 3e-4 is a few % of the types' KLD */
-            CHECK(ds <= 3e-4 && dr <= 3e-4, "%s K %s V %s: step vs batch %.3g, reference vs fused %.3g", model, pairs[i].k,
+            CHECK(all_finite(step, (size_t)N_TOK * V) && ds <= 3e-4 && dr <= 3e-4, "%s K %s V %s: step vs batch %.3g, reference vs fused %.3g", model, pairs[i].k,
                   pairs[i].v, ds, dr);
         }
         free(batch), free(step), free(ref);
@@ -311,42 +318,41 @@ static void check_golden(const char *model, const char *base, const kv_pair *pai
 
 static void test_golden(void) {
     /* e2b-mini measured (mean KLD): q4_0 8.3e-3, tbq4_0 8.4e-3, tbq3_0 2.9e-2, q4_polar 9.8e-3, qjl1_256/f16 1.9e-1 */
-    static const kv_pair e2b[] = {{"tbq4_0", "tbq4_0", 1.7e-2},  {"tbq3_0", "tbq3_0", 6e-2},   {"q4_polar", "q4_polar", 2e-2},
-                                  {"qjl1_256", "f16", 0.4},       {"qjl1_256", "q4_polar", 0.4}, {"q8_0", "q4_polar", 8e-3},
-                                  {"tbq4_0", "f16", 1.2e-2},      {"f16", "tbq3_0", 3e-2},     {"q4_0", "tbq4_0", 1.7e-2}};
+    static const kv_pair e2b[] = {{"tbq4_0", "tbq4_0", 1.7e-2, 1}, {"tbq3_0", "tbq3_0", 6e-2, 0}, {"q4_polar", "q4_polar", 2e-2, 0},
+                                  {"qjl1_256", "f16", 0.4, 1},     {"q8_0", "q4_polar", 8e-3, 0},   {"f16", "tbq3_0", 3e-2, 0}};
     check_golden("e2b-mini-f32", "e2b-mini", e2b, sizeof e2b / sizeof e2b[0]);
-    static const kv_pair dense[] = {{"tbq4_0", "tbq4_0", 4e-2}, {"tbq3_0", "q4_polar", 1e-1}, {"qjl1_256", "tbq3_0", 1.0}};
+    static const kv_pair dense[] = {{"tbq3_0", "q4_polar", 1e-1, 1}, {"qjl1_256", "tbq4_0", 1.0, 0}};
     check_golden("dense-kv-mini-f32", "dense-kv-mini", dense, sizeof dense / sizeof dense[0]);
-    static const kv_pair moe[] = {{"q4_polar", "q4_polar", 4e-2}, {"tbq3_0", "tbq4_0", 1e-1}};
+    static const kv_pair moe[] = {{"tbq3_0", "tbq4_0", 1e-1, 0}};
     check_golden("moe-mini-f32", "moe-mini", moe, sizeof moe / sizeof moe[0]);
 }
 
-/* 1504 tokens of English (sliding window 16): every 64th position against llama.cpp's f32-KV logits. */
+/* 768 tokens of English (sliding window 16): every 64th position against llama.cpp's f32-KV logits (BENCHMARKS.md
+ * has all 1504 positions and every type). */
 static void test_long(void) {
     eli_error err = {0};
     test_model t;
     CHECK(!test_model_load(eli_shared_path("golden/models/e2b-mini-f32.gguf"), 0, NULL, &t, &err), "%s", err.msg);
     if (!t.m) return;
-    const int V = t.m->hp.n_vocab, rows = N_LONG / LONG_STRIDE;
+    const int V = t.m->hp.n_vocab, rows = N_LONG / LONG_STRIDE, run_rows = N_LONG_RUN / LONG_STRIDE;
     int32_t *ids = malloc(sizeof(int32_t) * N_LONG);
     CHECK(read_ids(ELI_SOURCE_DIR "/tests/data/kv_lowbit/long.tokens.txt", ids, N_LONG) == N_LONG, "long tokens");
     size_t len = 0;
     float *want = (float *)test_read_file(ELI_SOURCE_DIR "/tests/data/kv_lowbit/e2b-mini-f32.long.logits.f32", &len);
     float *sel = malloc(sizeof(float) * (size_t)rows * V);
     CHECK(want && len == sizeof(float) * (size_t)rows * V, "long reference logits");
-    /* measured on all 1504 positions: f32 2.3e-9, q4_0 4.7e-3, tbq4_0 5.3e-3, tbq3_0 1.9e-2, q4_polar 5.7e-3 */
-    static const kv_pair pairs[] = {{"f32", "f32", 1e-6},      {"q4_0", "q4_0", 2e-2},          {"tbq4_0", "tbq4_0", 2e-2},
-                                    {"tbq3_0", "tbq3_0", 6e-2}, {"q4_polar", "q4_polar", 2e-2}, {"qjl1_256", "q4_polar", 0.4}};
+    /* measured here: f32 3.1e-9, tbq3_0 2.1e-2, qjl1_256/q4_polar 1.7e-1 */
+    static const kv_pair pairs[] = {{"f32", "f32", 1e-6, 0}, {"tbq3_0", "tbq3_0", 6e-2, 0}, {"qjl1_256", "q4_polar", 0.4, 0}};
     for (size_t i = 0; want && i < sizeof pairs / sizeof pairs[0]; i++) {
-        float *lg = logits_of(t.m, ids, N_LONG, type_of(pairs[i].k), type_of(pairs[i].v), 0, 0, 2048);
+        float *lg = logits_of(t.m, ids, N_LONG_RUN, type_of(pairs[i].k), type_of(pairs[i].v), 0, 0, 1024);
         if (!lg) continue;
-        for (int r = 0; r < rows; r++)
+        for (int r = 0; r < run_rows; r++)
             memcpy(sel + (size_t)r * V, lg + (size_t)(LONG_STRIDE - 1 + r * LONG_STRIDE) * V, sizeof(float) * V);
         double mx;
-        const double kld = test_mean_kld(want, sel, rows, V, &mx);
-        printf("e2b-mini 1504 tokens K %-8s V %-8s mean KLD %.3e (max %.3e) over %d positions\n", pairs[i].k, pairs[i].v,
-               kld, mx, rows);
-        CHECK(all_finite(lg, (size_t)N_LONG * V) && kld <= pairs[i].bound, "long K %s V %s: KLD %.3g > %.3g", pairs[i].k,
+        const double kld = test_mean_kld(want, sel, run_rows, V, &mx);
+        printf("e2b-mini %d tokens K %-8s V %-8s mean KLD %.3e (max %.3e) over %d positions\n", N_LONG_RUN, pairs[i].k,
+               pairs[i].v, kld, mx, run_rows);
+        CHECK(all_finite(lg, (size_t)N_LONG_RUN * V) && kld <= pairs[i].bound, "long K %s V %s: KLD %.3g > %.3g", pairs[i].k,
               pairs[i].v, kld, pairs[i].bound);
         free(lg);
     }
