@@ -3,7 +3,8 @@
  * (true sliding rings, pending token, restored into a fresh session), and rejection of files from another
  * model or configuration, truncated and corrupted files, plus a mutation loop that must never crash; a
  * sampled (temperature > 0) stream restored from a file continues exactly, and version 1 / 2 files are
- * refused; with MTP on eliza-1-nano (greedy and sampled) a restored stream continues exactly too. */
+ * refused; with MTP on eliza-1-nano (greedy and sampled) a restored stream continues exactly too; a stream on
+ * low-bit KV types (K qjl1_256, V tbq3_0) too. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -420,6 +421,36 @@ static void test_mtp(void) {
     eliza_inference_destroy(c);
 }
 
+/* A stream on low-bit K and V types (K qjl1_256, V tbq3_0): the slot file records them, a restored stream
+ * continues exactly like the original, and a stream of other low-bit types refuses the file, naming both. */
+static void test_lowbit(void) {
+    int32_t seq[96], a16[16], b16[16];
+    read_ids(eli_shared_path("golden/models/e2b-mini.tokens.txt"), seq, 96);
+    char *err = NULL;
+    EliInferenceContext *c = eliza_inference_create(eli_shared_path(MODEL), &err);
+    CHECK(c != NULL, "create: %s", err ? err : "");
+    if (!c) return;
+    eliza_llm_stream_config_t cfg = greedy_cfg(16);
+    cfg.cache_type_k = "qjl1_256", cfg.cache_type_v = "tbq3_0";
+    EliLlmStream *a = eliza_inference_llm_stream_open(c, &cfg, &err), *b = eliza_inference_llm_stream_open(c, &cfg, NULL);
+    CHECK(a && b && eliza_inference_llm_stream_prefill(a, seq, 96, NULL) == ELIZA_OK, "open + prefill: %s", err ? err : "");
+    const char *slot = eli_test_path_in(tmpdir, "lowbit.slot");
+    CHECK(gen_abi(a, a16, 6, 1) == 6 && eliza_inference_llm_stream_save_slot(a, slot, NULL) == ELIZA_OK, "6 tokens, save");
+    CHECK(gen_abi(a, a16 + 6, 10, 4) == 10, "the original's next 10");
+    CHECK(eliza_inference_llm_stream_restore_slot(b, slot, &err) == ELIZA_OK, "restore: %s", err ? err : "");
+    eliza_inference_free_string(err), err = NULL;
+    CHECK(gen_abi(b, b16, 10, 3) == 10 && !memcmp(b16, a16 + 6, 10 * sizeof *b16), "restored low-bit stream continues exactly");
+    cfg.cache_type_k = "tbq4_0";
+    EliLlmStream *d = eliza_inference_llm_stream_open(c, &cfg, NULL);
+    CHECK(d && eliza_inference_llm_stream_restore_slot(d, slot, &err) == ELIZA_ERR_INVALID_ARG && err && strstr(err, "qjl1_256") &&
+              strstr(err, "tbq4_0"),
+          "other K type refused: %s", err ? err : "");
+    eliza_inference_free_string(err);
+    eliza_inference_llm_stream_close(a), eliza_inference_llm_stream_close(b), eliza_inference_llm_stream_close(d);
+    eliza_inference_destroy(c);
+    remove(slot);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/eli_slot_XXXXXX");
     if (!mkdtemp(tmpdir)) return 1;
@@ -428,6 +459,7 @@ int main(void) {
     test_sampled();
     test_rings();
     test_mtp();
+    test_lowbit();
     rmdir(tmpdir);
     TEST_MAIN_END();
 }
