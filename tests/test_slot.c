@@ -273,14 +273,22 @@ static void test_hash(void) {
     CHECK(eli_hash64_bytes("", 0) == 0xEF46DB3751D8E999ull, "XXH64('') = %016llx", (unsigned long long)eli_hash64_bytes("", 0));
 }
 
-/* At temperature > 0 a restored stream continues exactly like the original (the sampler's random state is
- * in the file); a version 1 file (without it) is refused, naming the version. */
-static void test_sampled(void) {
-    int32_t seq[96], want[16], got[16];
+/* The golden sequence into seq and a context on the golden model (NULL after a failed CHECK). */
+static EliInferenceContext *golden_context(int32_t seq[96]) {
     read_ids(eli_shared_path("golden/models/e2b-mini.tokens.txt"), seq, 96);
     char *err = NULL;
     EliInferenceContext *c = eliza_inference_create(eli_shared_path(MODEL), &err);
     CHECK(c != NULL, "create: %s", err ? err : "");
+    eliza_inference_free_string(err);
+    return c;
+}
+
+/* At temperature > 0 a restored stream continues exactly like the original (the sampler's random state is
+ * in the file); a version 1 file (without it) is refused, naming the version. */
+static void test_sampled(void) {
+    int32_t seq[96], want[16], got[16];
+    char *err = NULL;
+    EliInferenceContext *c = golden_context(seq);
     if (!c) return;
     eliza_llm_stream_config_t cfg = greedy_cfg(22);
     cfg.temperature = 1.0f;
@@ -425,10 +433,8 @@ static void test_mtp(void) {
  * continues exactly like the original, and a stream of other low-bit types refuses the file, naming both. */
 static void test_lowbit(void) {
     int32_t seq[96], a16[16], b16[16];
-    read_ids(eli_shared_path("golden/models/e2b-mini.tokens.txt"), seq, 96);
     char *err = NULL;
-    EliInferenceContext *c = eliza_inference_create(eli_shared_path(MODEL), &err);
-    CHECK(c != NULL, "create: %s", err ? err : "");
+    EliInferenceContext *c = golden_context(seq);
     if (!c) return;
     eliza_llm_stream_config_t cfg = greedy_cfg(16);
     cfg.cache_type_k = "qjl1_256", cfg.cache_type_v = "tbq3_0";
