@@ -150,8 +150,9 @@ ELIZA_API int eliza_inference_mmap_evict(EliInferenceContext *ctx, const char *r
  * non-finite or negative sampling values, a draft window with draft_min > draft_max, a negative
  * context_size (an older 80-byte struct leaves whatever lies at offset 80: any value is checked) and
  * unknown cache type names are ELIZA_ERR_INVALID_ARG; cache_type_k and cache_type_v are chosen
- * independently among f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 (the hosts' low-bit names qjl1_256 q4_polar
- * tbq3_0 tbq4_0 answer ELIZA_ERR_NOT_IMPLEMENTED in this build). The stream's KV
+ * independently among f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 and the low-bit tbq4_0 tbq3_0 q4_polar
+ * qjl1_256 (TurboQuant, PolarQuant, QJL: attention reads their codes directly; qjl1_256 estimates scores and
+ * cannot hold values, so as cache_type_v it is ELIZA_ERR_INVALID_ARG). The stream's KV
  * cache, window checkpoints and scratch buffers are made resident here, so its memory does not grow
  * afterwards however long the conversation (about 0.4 s for E2B at a 32K context); the environment
  * variable ELIZA_LLM_RESERVE=0 lets their pages become resident as they are first written instead
