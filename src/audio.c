@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "exec.h"
+#include "wav.h"
 
 #define MAX_KERNEL 64 /* depthwise kernel sizes accepted */
 
@@ -224,9 +225,8 @@ int eli_audio_embed(eli_xtower *t, const float *pcm, int64_t n, float **out, int
     if (n_frames) *n_frames = 0;
     const eli_audio *e = t->audio;
     if (!e) return eli_fail(err, ELI_ERR_INVALID_ARG, "not an audio tower");
-    /* PCM from a host: a NaN or an infinity would reach every embedding of its chunk */
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(pcm[i])) return eli_fail(err, ELI_ERR_INVALID_ARG, "audio sample %lld is not a finite number", (long long)i);
+    /* PCM from a host: a NaN, an infinity or a sample far past full scale would reach every embedding of its chunk */
+    if (eli_pcm_check(pcm, n, "audio sample", err)) return err->code;
     int64_t frames = 0;
     const int64_t toks = eli_audio_tokens(n, &frames);
     if (toks == 0) return eli_fail(err, ELI_ERR_INVALID_ARG, "%lld samples of audio are too short for one mel frame", (long long)n);

@@ -170,9 +170,9 @@ static int asr_feed(EliAsrStream *s, const float *pcm, size_t n, eli_error *err)
                         "%zu more samples (%.2f s) do not fit: the stream holds at most %.2f s of audio (the text model's context) "
                         "and has %.2f s; finish it and open another",
                         n, (double)n / s->rate, held, have);
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(pcm[i])) return eli_fail(err, ELI_ERR_INVALID_ARG, "audio sample %zu is not a finite number", i);
-    int rc = eli_resampler_push(s->rs, pcm, (int64_t)n, err);
+    int rc = eli_pcm_check(pcm, (int64_t)n, "audio sample", err);
+    if (rc) return rc;
+    rc = eli_resampler_push(s->rs, pcm, (int64_t)n, err);
     if (rc) return rc;
     s->fed += (int64_t)n;
     return take_pcm(s, eli_resampler_n_final(s->rs), err);

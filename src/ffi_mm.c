@@ -124,9 +124,7 @@ int eli_ffi_check_pcm(const float *pcm, size_t n, int rate, int64_t max_tokens, 
         return eli_fail(err, ELI_ERR_INVALID_ARG,
                         "%zu samples at %d Hz (%.1f s) are more audio than fits: at most %lld soft tokens, about %.0f s",
                         n, rate, seconds, (long long)max_tokens, max_seconds);
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(pcm[i])) return eli_fail(err, ELI_ERR_INVALID_ARG, "audio sample %zu is not a finite number", i);
-    return ELI_OK;
+    return eli_pcm_check(pcm, (int64_t)n, "audio sample", err);
 }
 
 /* ---- images ---- */

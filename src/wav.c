@@ -88,6 +88,16 @@ static float sample_at(const wav_fmt *f, const uint8_t *p) {
     }
 }
 
+int eli_pcm_check(const float *s, int64_t n, const char *what, eli_error *err) {
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(s[i])) return eli_fail(err, ELI_ERR_INVALID_ARG, "%s %lld is not a finite number", what, (long long)i);
+        if (fabsf(s[i]) > ELI_PCM_MAX_ABS)
+            return eli_fail(err, ELI_ERR_INVALID_ARG, "%s %lld (%g) is beyond +-%g, far past full scale (1.0)", what,
+                            (long long)i, (double)s[i], (double)ELI_PCM_MAX_ABS);
+    }
+    return ELI_OK;
+}
+
 int eli_wav_decode(const void *buf, size_t len, eli_pcm *out, eli_error *err) {
     memset(out, 0, sizeof *out);
     const uint8_t *b = buf;
@@ -135,12 +145,11 @@ int eli_wav_decode(const void *buf, size_t len, eli_pcm *out, eli_error *err) {
     float *s = malloc((size_t)n * sizeof *s);
     if (!s) return eli_fail(err, ELI_ERR_OOM, "out of memory for %lld WAV samples", (long long)n);
     const int bytes = fmt.bits / 8;
-    for (int64_t i = 0; i < n; i++) {
-        s[i] = sample_at(&fmt, data + (size_t)i * (size_t)bytes);
-        if (!isfinite(s[i])) {
-            free(s);
-            return eli_fail(err, ELI_ERR_INVALID_ARG, "WAV sample %lld is not a finite number", (long long)i);
-        }
+    for (int64_t i = 0; i < n; i++) s[i] = sample_at(&fmt, data + (size_t)i * (size_t)bytes);
+    const int rc = eli_pcm_check(s, n, "WAV sample", err);
+    if (rc) {
+        free(s);
+        return rc;
     }
     out->samples = s;
     out->n_frames = n_frames;

@@ -27,6 +27,14 @@ typedef struct eli_pcm {
 #define ELI_PCM_MIN_RATE 1000
 #define ELI_PCM_MAX_RATE 768000
 
+/* The largest sample magnitude accepted, full scale being 1: float PCM may go somewhat beyond full scale, but a
+ * sample of 1e30 is no recording, and the resampler's and the log-mel's sums of such samples overflow. */
+#define ELI_PCM_MAX_ABS 1.0e4f
+
+/* ELI_ERR_INVALID_ARG naming the first of n samples that is not a finite number or lies beyond
+ * +-ELI_PCM_MAX_ABS ("<what> <index> is ..."). Every way audio comes in (WAV files, a host's PCM) checks it. */
+int eli_pcm_check(const float *s, int64_t n, const char *what, eli_error *err);
+
 /* Decodes a whole WAV file held in memory. On failure *out is left empty. */
 int eli_wav_decode(const void *buf, size_t len, eli_pcm *out, eli_error *err);
 /* Reads and decodes a WAV file (errors are prefixed with the path). */

@@ -184,6 +184,8 @@ static void w_align(wbuf *w) { w->b[32] = 4; }
 static void w_tag(wbuf *w) { w->b[20] = 2; }                         /* ADPCM */
 static void w_empty(wbuf *w) { memset(w->b + 40, 0, 4), w->n = 44; }
 static void w_nan(wbuf *w) { w->b[20] = 3, w->b[34] = 32, w->b[32] = 4, memcpy(w->b + 44, "\x00\x00\xC0\x7F", 4); }
+/* a finite float of 1e30 (found by fuzz_wav: resampled, such samples summed to infinity) */
+static void w_huge(wbuf *w) { w->b[20] = 3, w->b[34] = 32, w->b[32] = 4, memcpy(w->b + 48, "\xCA\xF2\x49\x71", 4); }
 
 static void test_wav_hostile(void) {
     static const struct {
@@ -196,7 +198,7 @@ static void test_wav_hostile(void) {
         {w_channels0, "0 channels"},    {w_channels3, "3 channels"},                   {w_rate0, "sample rate 0 Hz"},
         {w_rate_huge, "sample rate 4294967295"}, {w_bits8, "8-bit integer PCM"},       {w_float64, "64-bit float"},
         {w_align, "block align 4"},     {w_tag, "format tag 0x0002"},                  {w_empty, "no samples"},
-        {w_nan, "not a finite number"},
+        {w_nan, "not a finite number"}, {w_huge, "WAV sample 1 (1e+30) is beyond +-10000"},
     };
     const int16_t s[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -495,6 +497,10 @@ static void test_long(void) {
         free(emb1);
         pcm[1234] = NAN;
         CHECK(eli_audio_embed(tt.t, pcm, 2000, &emb1, &n1, NULL, &err) < 0 && strstr(err.msg, "sample 1234 is not a finite"), "%s",
+              err.msg);
+        free(emb1);
+        pcm[1234] = -2e4f;
+        CHECK(eli_audio_embed(tt.t, pcm, 2000, &emb1, &n1, NULL, &err) < 0 && strstr(err.msg, "sample 1234 (-20000) is beyond"), "%s",
               err.msg);
         free(emb1);
     }
