@@ -23,15 +23,6 @@ int eli_kvq_is_type(uint32_t type) { return type >= ELI_KVQ_FIRST && type < ELI_
 
 const char *eli_kvq_name(uint32_t type) { return eli_kvq_is_type(type) ? kvq_names[type - ELI_KVQ_FIRST] : NULL; }
 
-int eli_kvq_type_from_name(const char *name, uint32_t *type) {
-    for (int i = 0; name && i < ELI_KVQ_COUNT; i++)
-        if (!strcmp(name, kvq_names[i])) {
-            *type = ELI_KVQ_FIRST + (uint32_t)i;
-            return 0;
-        }
-    return -1;
-}
-
 int eli_kvq_keys_only(uint32_t type) { return type == ELI_KV_QJL1_256; }
 
 static int dim_ok(int64_t d) { return d >= ELI_KVQ_MIN_DIM && d <= ELI_KVQ_MAX_DIM && (d & (d - 1)) == 0; }

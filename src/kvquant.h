@@ -56,8 +56,6 @@ enum {
 int eli_kvq_is_type(uint32_t type);
 /* "tbq4_0", "tbq3_0", "q4_polar", "qjl1_256"; NULL for any other id. */
 const char *eli_kvq_name(uint32_t type);
-/* The id of a name above; -1 when it is none of them. */
-int eli_kvq_type_from_name(const char *name, uint32_t *type);
 /* 1 for the types that can only hold keys (qjl1_256: its estimator scores, it does not reconstruct). */
 int eli_kvq_keys_only(uint32_t type);
 /* Bytes of one head vector; 0 when type is not ours or head_dim is not a power of two in 32..512. */

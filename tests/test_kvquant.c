@@ -16,6 +16,7 @@
 
 #include "forward.h"
 #include "kernels.h"
+#include "kv_types.h"
 #include "kvquant.h"
 #include "quants.h"
 #include "test.h"
@@ -47,7 +48,7 @@ static void check_names_sizes(void) {
     const double max_bits[N_TYPES] = {4.25, 3.25, 4.25, 1.25};
     for (int t = 0; t < N_TYPES; t++) {
         uint32_t id = 0;
-        CHECK(eli_kvq_type_from_name(names[t], &id) == 0 && id == kv_types[t], "%s -> %u", names[t], id);
+        CHECK(eli_kv_type_from_name(names[t], &id) == 0 && id == kv_types[t], "%s -> %u", names[t], id);
         CHECK(eli_kvq_is_type(kv_types[t]) && !strcmp(eli_kvq_name(kv_types[t]), names[t]), "%s name", names[t]);
         CHECK(eli_kvq_keys_only(kv_types[t]) == (kv_types[t] == ELI_KV_QJL1_256), "%s keys only", names[t]);
         for (int di = 0; di < N_DIMS; di++) {
@@ -65,8 +66,9 @@ static void check_names_sizes(void) {
     }
     CHECK(8.0 * eli_kvq_head_bytes(ELI_KV_QJL1_256, 256) / 256 < 1.07, "qjl1_256 about 1.06 bits at 256");
     uint32_t id = 7;
-    CHECK(eli_kvq_type_from_name("q4_0", &id) == -1 && eli_kvq_type_from_name(NULL, &id) == -1 && id == 7,
-          "not ours");
+    CHECK(eli_kv_type_from_name("q4_0", &id) == 0 && !eli_kvq_is_type(id) && eli_kv_type_from_name(NULL, &id) == -1 &&
+              id == ELI_TYPE_Q4_0,
+          "q4_0 is a cache type but not a low-bit one");
     CHECK(!eli_kvq_is_type(ELI_TYPE_Q4_0) && eli_kvq_name(ELI_TYPE_F16) == NULL, "ggml ids are not ours");
 
     eli_error err = {0};
