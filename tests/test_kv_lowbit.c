@@ -8,7 +8,9 @@
  *  - the golden minis (96 tokens, and a 1504-token text far past the sliding window) against llama.cpp's
  *    f32-KV logits: finite, mean KLD within the bounds below, one token at a time == one batch, the
  *    reference kernels (eli_attend) == the fused path;
- *  - slot state save / load and truncate + checkpoint resume bit-exact, the MTP drafter over a low-bit cache.
+ *  - slot state save / load and truncate + checkpoint resume bit-exact, the MTP drafter over a low-bit cache;
+ *  - decode at depth, where the rows of each window are split between threads (forward.c, attend_split): 1, 2
+ *    and 3 threads give the same bits, on plain and low-bit caches.
  * The KLD bounds are about twice what this build measured (BENCHMARKS.md, "Low-bit KV cache (issue 20)", has
  * every pair): on the minis' head dims (64 and 128) tbq has no per-16 multipliers, so tbq4_0 sits at q4_0's
  * level and tbq3_0 above it; no ordering between the types is asserted. */
@@ -360,6 +362,44 @@ static void test_long(void) {
     test_model_free(&t);
 }
 
+/* Decode one token at a time after 1400 positions: the full layers' windows span 6 segments of
+ * ELI_FLASH_SEG positions and their work (2 * 4 heads * 1400 cells * 128) is past the pool's hand-off size, so
+ * with 2 and 3 threads each window's segments are shared out (and partials merged), with 1 thread the
+ * segments run in order on the caller. The logits must not differ in a single bit. */
+static void test_split_decode(void) {
+    eli_error err = {0};
+    test_model t;
+    CHECK(!test_model_load(eli_shared_path("golden/models/e2b-mini-f32.gguf"), 0, NULL, &t, &err), "%s", err.msg);
+    if (!t.m) return;
+    enum { PREFILL = 1400, STEPS = 12 };
+    const int V = t.m->hp.n_vocab;
+    int32_t *ids = malloc(sizeof(int32_t) * N_LONG);
+    CHECK(read_ids(ELI_SOURCE_DIR "/tests/data/kv_lowbit/long.tokens.txt", ids, N_LONG) == N_LONG, "long tokens");
+    static const char *pairs[][2] = {{"f16", "f16"}, {"tbq3_0", "tbq4_0"}, {"qjl1_256", "q4_polar"}};
+    float *lg[3];
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        for (int th = 1; th <= 3; th++) {
+            eli_context_params p = eli_context_default_params();
+            p.n_ctx = 2048;
+            p.n_threads = th;
+            p.kv_type_k = type_of(pairs[i][0]);
+            p.kv_type_v = type_of(pairs[i][1]);
+            eli_context *c = eli_context_create(t.m, &p, &err);
+            lg[th - 1] = malloc(sizeof(float) * STEPS * (size_t)V);
+            int rc = !c || eli_decode(c, ids, PREFILL, NULL, 0, &err);
+            for (int s = 0; !rc && s < STEPS; s++) rc = eli_decode(c, ids + PREFILL + s, 1, lg[th - 1] + (size_t)s * V, 0, &err);
+            CHECK(!rc, "%s/%s, %d threads: %s", pairs[i][0], pairs[i][1], th, err.msg);
+            eli_context_free(c);
+        }
+        const size_t bytes = sizeof(float) * STEPS * (size_t)V;
+        CHECK(all_finite(lg[0], STEPS * (size_t)V) && !memcmp(lg[0], lg[1], bytes) && !memcmp(lg[0], lg[2], bytes),
+              "K %s V %s: decode at depth 1400 with 1, 2 and 3 threads differs", pairs[i][0], pairs[i][1]);
+        for (int th = 0; th < 3; th++) free(lg[th]);
+    }
+    free(ids);
+    test_model_free(&t);
+}
+
 /* ---- state: slots, truncation, checkpoints; the drafter ---- */
 
 typedef struct {
@@ -492,6 +532,7 @@ int main(void) {
     test_direct_vs_dequantized();
     test_golden();
     test_long();
+    test_split_decode();
     test_state();
     test_drafter();
     TEST_MAIN_END();

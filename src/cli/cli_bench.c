@@ -1,8 +1,11 @@
-/* eliza-infer bench -m FILE [-p 512] [-n 128] [-t N] [--depth D] [--kv TYPE] [--kv-k TYPE] [--kv-v TYPE] [--reference] [--json]
+/* eliza-infer bench -m FILE [-p 512] [-n 128] [-t N] [--depth D] [--kv TYPE] [--kv-k TYPE] [--kv-v TYPE] [--compare-kv TYPE]
+ *                   [--reference] [--json]
  *
  * Prefill: one batch of p random tokens from an empty cache (tok/s; its wall time is the time to first
  * token, since the batch returns the logits of its last position). Decode: n tokens one at a time after
- * D tokens already in the cache (tok/s). Weight bytes, the bytes a decode step reads (every matrix once,
+ * D tokens already in the cache (tok/s). With --compare-kv T a second cache of type T is filled with the same D
+ * tokens and the n decode steps alternate between the two in blocks of 4 (the same tokens at the same depths,
+ * the order swapped every block), so that a drift of the machine's speed falls on both alike. Weight bytes, the bytes a decode step reads (every matrix once,
  * one row of each embedding table, plus the K/V it attends to), the achieved GB/s, and a memory-read
  * bandwidth probe with the same thread count (the roofline). Peak RSS from getrusage and VmHWM.
  * With --draft FILE (a gemma4-assistant drafter), also greedy generation of n tokens from a real text
@@ -35,6 +38,8 @@ static int usage(void) {
                     "  --depth D    tokens already in the KV cache when decoding starts\n"
                     "  --kv TYPE    KV cache type of K and V (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 tbq4_0 tbq3_0 q4_polar;\n"
                     "               default f16); --kv-k / --kv-v set one of them (qjl1_256: K only)\n"
+                    "  --compare-kv T  a second cache with K and V of type T, filled the same way; the decode steps\n"
+                    "               alternate between the two in blocks of 4, both reported (and their ratio)\n"
                     "  --reference  scalar reference kernels (the \"reference\" backend)\n"
                     "  --draft FILE MTP: greedy generation with and without this drafter (--draft-max N, default 6;\n"
                     "               --prompt-file F, default a built-in English paragraph; --mtp-reps N alternated runs\n"
@@ -337,7 +342,8 @@ int cli_bench(int argc, char **argv) {
     const char *draft_path = NULL, *prompt_file = NULL;
     long long draft_max = 6, mtp_reps = 3;
     int ceiling_only = 0;
-    uint32_t kv = ELI_TYPE_F16, kv_v = ELI_TYPE_F16;
+    uint32_t kv = ELI_TYPE_F16, kv_v = ELI_TYPE_F16, kv_cmp = 0;
+    int compare = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int r = cli_parse_kv_option(a, i + 1 < argc ? argv[i + 1] : NULL, &kv, &kv_v);
@@ -357,6 +363,14 @@ int cli_bench(int argc, char **argv) {
         else if (!strcmp(a, "--draft-max")) { if (cli_parse_int("--draft-max", i + 1 < argc ? argv[++i] : NULL, 1, 64, &draft_max)) return 2; }
         else if (!strcmp(a, "--mtp-reps")) { if (cli_parse_int("--mtp-reps", i + 1 < argc ? argv[++i] : NULL, 1, MTP_REPS_MAX, &mtp_reps)) return 2; }
         else if (!strcmp(a, "--mtp-ceiling")) ceiling_only = 1;
+        else if (!strcmp(a, "--compare-kv")) {
+            const char *v = i + 1 < argc ? argv[++i] : "";
+            if (eli_kv_type_from_name(v, &kv_cmp) || !eli_kv_type_holds_values(kv_cmp))
+                return cli_die("--compare-kv: '%s' is not a cache type for K and V (known: %s; qjl1_256 holds keys only)", v,
+                               eli_kv_type_names()),
+                       2;
+            compare = 1;
+        }
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--reference")) reference = 1;
         else return cli_die("bench: unknown option '%s'", a), usage();
@@ -405,7 +419,8 @@ int cli_bench(int argc, char **argv) {
     /* warm-up: page the weights in and wake the pool. With a prefill measurement the warm-up is that same
      * prefill, timed as the cold time to first token (it also pages in the scratch and KV memory); the
      * measured prefill then runs warm, as llama-bench's does after its warm-up run. */
-    double cold_s = 0, pp_s = 0, tg_s = 0;
+    double cold_s = 0, pp_s = 0, tg_s = 0, tg_cmp_s = 0;
+    eli_xseq *c_cmp = NULL;
     const eli_outputs last = {logits, NULL, 0};
     const double t_cold = cli_now();
     int rc = eli_seq_decode_tokens(c, toks, p > 0 ? p : 1, &last, &err);
@@ -419,10 +434,24 @@ int cli_bench(int argc, char **argv) {
     if (!rc && n > 0) {
         eli_seq_reset(c);
         if (depth > 0) rc = eli_seq_decode_tokens(c, toks, depth, NULL, &err);
-        double t = cli_now();
-        for (long long i = 0; i < n && !rc; i++) rc = eli_seq_decode_tokens(c, toks + depth + i, 1, &last, &err);
-        tg_s = cli_now() - t;
+        if (!rc && compare) {
+            eli_seq_params cp2 = cp;
+            cp2.kv_type_k = cp2.kv_type_v = kv_cmp;
+            if (!(c_cmp = eli_seq_create(exec, cm.xm, &cp2, &err))) rc = 1;
+            else if (depth > 0) rc = eli_seq_decode_tokens(c_cmp, toks, depth, NULL, &err);
+        }
+        for (long long i0 = 0; i0 < n && !rc; i0 += 4) {
+            const long long nb = n - i0 < 4 ? n - i0 : 4;
+            for (int side = 0; side < (c_cmp ? 2 : 1) && !rc; side++) {
+                const int other = c_cmp && (i0 / 4 + side) % 2; /* who goes first swaps every block */
+                const double t = cli_now();
+                for (long long i = i0; i < i0 + nb && !rc; i++)
+                    rc = eli_seq_decode_tokens(other ? c_cmp : c, toks + depth + i, 1, &last, &err);
+                *(other ? &tg_cmp_s : &tg_s) += cli_now() - t;
+            }
+        }
     }
+    eli_seq_free(c_cmp);
     if (rc) {
         free(toks), free(logits);
         eli_seq_free(c);
@@ -458,6 +487,10 @@ int cli_bench(int argc, char **argv) {
                path, kname, threads, eli_kv_type_name(kv), eli_kv_type_name(kv_v), p, n, depth, load_s, pp_tps, pp_s * 1e3, p > 0 ? cold_s * 1e3 : 0, tg_tps,
                n > 0 ? tg_s * 1e3 / (double)n : 0, (unsigned long long)m->weight_bytes, bytes_tok, gbs, bw,
                bw > 0 ? gbs / bw : 0, rss, predicted_kb);
+        if (compare && n > 0)
+            printf(", \"compare_kv\": {\"kv_type\": \"%s\", \"decode_tok_s\": %.3f, \"decode_ms_per_tok\": %.3f, "
+                   "\"speed_ratio\": %.4f}",
+                   eli_kv_type_name(kv_cmp), (double)n / tg_cmp_s, tg_cmp_s * 1e3 / (double)n, tg_s / tg_cmp_s);
         if (mtp.plain_tps > 0) {
             printf(", \"mtp\": {\"prompt_tokens\": %lld, \"runs\": %d, \"plain_tok_s\": %.3f, ", (long long)mtp.prompt_tokens,
                    mtp.reps, mtp.plain_tps);
@@ -484,6 +517,9 @@ int cli_bench(int argc, char **argv) {
         if (n > 0)
             printf("decode  tg%-6lld %10.2f tok/s   (%.2f ms/tok at depth %lld)\n", n, tg_tps, tg_s * 1e3 / (double)n,
                    depth);
+        if (compare && n > 0)
+            printf("decode  %-8s %10.2f tok/s   (%.2f ms/tok, alternated with the above in blocks of 4: %.3fx its speed)\n",
+                   eli_kv_type_name(kv_cmp), (double)n / tg_cmp_s, tg_cmp_s * 1e3 / (double)n, tg_s / tg_cmp_s);
         printf("decode bytes/tok %10.1f MiB\n", bytes_tok / 1048576.0);
         printf("decode bandwidth %10.2f GB/s   (probe %.2f GB/s, %.0f%% of it)\n", gbs, bw, bw > 0 ? 100 * gbs / bw : 0);
         printf("peak RSS         %10.1f MiB   (planner predicts %.1f MiB for this context: %.2fx)\n", (double)rss / 1024.0,

@@ -37,6 +37,12 @@ struct eli_context {
     int flash;     /* fused attention on f32/f16 caches (off with the reference kernels) */
     uint8_t *flash_work; /* per thread: [nth][flash_work_bytes] */
     size_t flash_work_bytes;
+    /* decode attention split by rows (attend_split): ubatches of up to split_tokens tokens */
+    int64_t split_tokens;
+    float *split_part;   /* the segments' partials: sums [tokens][KV heads][head blocks][segments][block's heads][d],
+                          * then maxima and exp-sums [...][block's heads] */
+    uint8_t *split_q;    /* the prepared queries [tokens][H], flash_query_bytes apart (64-byte aligned) */
+    void *split_q_mem;
     int32_t *row_hi; /* [n_ubatch]: the last position each row of a chunk attends to (past itself inside a
                       * bidirectional span) */
 };
@@ -62,6 +68,7 @@ void eli_context_free(eli_context *c) {
     free(c->x), free(c->xn), free(c->tmp), free(c->tmp2), free(c->q), free(c->k), free(c->v), free(c->att);
     free(c->gate), free(c->up), free(c->ple), free(c->ple_tok), free(c->ple_raw), free(c->scores), free(c->attn_tmp), free(c->moe_rn), free(c->moe_y);
     free(c->flash_work);
+    free(c->split_part), free(c->split_q_mem);
     free(c->row_hi);
     eli_buf_free(&c->qbuf);
     free(c);
@@ -90,9 +97,15 @@ static int resolve_params(const eli_model *m, const eli_context_params *params, 
 
 /* Element counts of every scratch buffer, in one place for eli_context_create and eli_context_scratch_bytes. */
 enum { SB_X, SB_XN, SB_TMP, SB_TMP2, SB_Q, SB_K, SB_V, SB_ATT, SB_GATE, SB_UP, SB_PLE, SB_PLE_TOK, SB_SCORES, SB_ATTN_TMP,
-       SB_MOE_RN, SB_MOE_Y, SB_N_F32 };
+       SB_MOE_RN, SB_MOE_Y, SB_SPLIT_PART, SB_N_F32 };
+/* The split decode path keeps the partials of every segment of up to SPLIT_TOKENS_MAX tokens, as many as fit
+ * in SPLIT_PART_BYTES (at least one token: 8.5 MB for E2B at 128K positions). */
+#define SPLIT_TOKENS_MAX 8
+#define SPLIT_PART_BYTES ((int64_t)8 << 20)
 typedef struct {
     int64_t f32[SB_N_F32];   /* floats per buffer */
+    int64_t split_tokens;
+    size_t split_q_bytes;    /* the prepared queries of split_tokens tokens, with room to align */
     size_t flash_work_bytes; /* per thread */
     size_t qbuf_bytes;       /* the largest activation conversion a matmul asks for */
     size_t ple_raw_bytes;    /* one stored PLE row */
@@ -106,7 +119,7 @@ static size_t conv_bytes(const eli_weight *w, int64_t rows) {
 
 static void scratch_layout(const eli_model *m, const eli_context_params *p, scratch_sizes *s) {
     const eli_hparams *hp = &m->hp;
-    int64_t qmax = 0, kvmax = 0, ffmax = 0;
+    int64_t qmax = 0, kvmax = 0, ffmax = 0, hmax = 1;
     int gmax = 1;
     for (int il = 0; il < hp->n_layer; il++) {
         const eli_layer *l = &m->layers[il];
@@ -114,6 +127,7 @@ static void scratch_layout(const eli_model *m, const eli_context_params *p, scra
         qmax = dq > qmax ? dq : qmax;
         kvmax = dkv > kvmax ? dkv : kvmax;
         ffmax = l->n_ff > ffmax ? l->n_ff : ffmax;
+        hmax = l->n_head > hmax ? l->n_head : hmax;
         if (l->is_moe && 2 * hp->n_ff_exp > ffmax) ffmax = 2 * (int64_t)hp->n_ff_exp;
         if (l->n_head_kv > 0 && l->n_head / l->n_head_kv > gmax) gmax = l->n_head / l->n_head_kv;
     }
@@ -128,6 +142,14 @@ static void scratch_layout(const eli_model *m, const eli_context_params *p, scra
     f[SB_SCORES] = (int64_t)p->n_threads * p->n_ctx;
     f[SB_ATTN_TMP] = (int64_t)p->n_threads * 2 * dmax;
     f[SB_MOE_RN] = f[SB_MOE_Y] = E;
+    /* a window of at most n_ctx positions touches at most n_ctx / SEG + 2 segments; one thread never splits */
+    const int64_t per_token = (p->n_ctx / ELI_FLASH_SEG + 2) * (qmax + 2 * hmax);
+    s->split_tokens = p->n_threads < 2 ? 0 : SPLIT_PART_BYTES / (per_token * (int64_t)sizeof(float));
+    if (p->n_threads >= 2 && s->split_tokens < 1) s->split_tokens = 1;
+    if (s->split_tokens > SPLIT_TOKENS_MAX) s->split_tokens = SPLIT_TOKENS_MAX;
+    if (s->split_tokens > U) s->split_tokens = U;
+    f[SB_SPLIT_PART] = s->split_tokens * per_token;
+    s->split_q_bytes = (size_t)(s->split_tokens * hmax) * ((size_t)dmax * sizeof(float) + 64) + 64;
     s->flash_work_bytes = (eli_attend_flash_work_size(gmax, (int)dmax) + 63) & ~(size_t)63;
     s->ple_raw_bytes = hp->n_pl ? m->ple_token_embd.row_bytes : 0;
     /* matmul inputs converted to a weight's vec_dot type: at most U rows (eli_matmul_k) */
@@ -150,7 +172,7 @@ size_t eli_context_scratch_bytes(const eli_model *m, const eli_context_params *p
     scratch_layout(m, &p, &s);
     size_t n = 0;
     for (int i = 0; i < SB_N_F32; i++) n += (size_t)(s.f32[i] > 0 ? s.f32[i] : 1) * sizeof(float);
-    return n + s.flash_work_bytes * (size_t)p.n_threads + s.ple_raw_bytes;
+    return n + s.flash_work_bytes * (size_t)p.n_threads + s.ple_raw_bytes + s.split_q_bytes;
 }
 
 size_t eli_context_qbuf_bound(const eli_model *m, const eli_context_params *params) {
@@ -179,7 +201,8 @@ eli_context *eli_context_create(const eli_model *m, const eli_context_params *pa
     scratch_sizes s;
     scratch_layout(m, &p, &s);
     float **bufs[SB_N_F32] = {&c->x,    &c->xn,  &c->tmp, &c->tmp2,    &c->q,      &c->k,      &c->v,      &c->att,
-                              &c->gate, &c->up,  &c->ple, &c->ple_tok, &c->scores, &c->attn_tmp, &c->moe_rn, &c->moe_y};
+                              &c->gate, &c->up,  &c->ple, &c->ple_tok, &c->scores, &c->attn_tmp, &c->moe_rn, &c->moe_y,
+                              &c->split_part};
     for (int i = 0; i < SB_N_F32; i++)
         if (!(*bufs[i] = alloc_f32(s.f32[i]))) goto oom;
     c->kern = p.kernels;
@@ -188,12 +211,16 @@ eli_context *eli_context_create(const eli_model *m, const eli_context_params *pa
     c->flash_work_bytes = s.flash_work_bytes;
     c->flash_work = malloc(c->flash_work_bytes * (size_t)p.n_threads);
     c->ple_raw = malloc(s.ple_raw_bytes ? s.ple_raw_bytes : 1);
-    if (!c->flash_work || !c->ple_raw) goto oom;
+    c->split_tokens = s.split_tokens;
+    c->split_q_mem = malloc(s.split_q_bytes);
+    if (!c->flash_work || !c->ple_raw || !c->split_q_mem) goto oom;
+    c->split_q = (uint8_t *)(((uintptr_t)c->split_q_mem + 63) & ~(uintptr_t)63);
     if (p.reserve) {
         if (eli_kv_reserve(c->kv, err)) goto fail_quiet;
         for (int i = 0; i < SB_N_F32; i++) eli_os_touch(*bufs[i], (size_t)(s.f32[i] > 0 ? s.f32[i] : 1) * sizeof(float));
         eli_os_touch(c->flash_work, c->flash_work_bytes * (size_t)p.n_threads);
         eli_os_touch(c->ple_raw, s.ple_raw_bytes);
+        eli_os_touch(c->split_q_mem, s.split_q_bytes);
         if (s.qbuf_bytes && !eli_buf_reserve(&c->qbuf, s.qbuf_bytes)) goto oom;
         eli_os_touch(c->qbuf.p, s.qbuf_bytes);
     }
@@ -205,18 +232,31 @@ fail_quiet:
     return NULL;
 }
 
-/* ---- attention over the cache, parallel over (token, head) ---- */
+/* ---- attention over the cache ---- */
 
 typedef struct {
     eli_context *c;
     const eli_layer *l;
     int64_t T, pos0;
+    /* attend_split: segments per window, heads per unit (a block of one KV head's group) */
+    int64_t n_seg;
+    int heads_per_unit;
+    int32_t lo[SPLIT_TOKENS_MAX], hi[SPLIT_TOKENS_MAX];
 } attn_job;
 
+/* The positions [p_lo, p_hi] token t of the ubatch sees: causal, or to the end of a bidirectional span;
+ * sliding-window layers see the n_swa - 1 positions before the query too (a later key is never masked by
+ * the window, as in llama.cpp). */
+static void attn_window(const attn_job *j, int64_t t, int32_t *p_lo, int32_t *p_hi) {
+    const int32_t pos = (int32_t)(j->pos0 + t), n_swa = j->c->m->hp.n_swa;
+    *p_hi = j->c->row_hi[t];
+    *p_lo = j->l->is_swa && pos - n_swa + 1 > 0 ? pos - n_swa + 1 : 0;
+}
+
+/* parallel over (token, head): each thread walks whole windows */
 static void attn_task(void *ctx, int ith, int nth) {
     const attn_job *j = ctx;
     const eli_layer *l = j->l;
-    const eli_hparams *hp = &j->c->m->hp;
     const int d = l->head_dim, H = l->n_head, group = l->n_head / l->n_head_kv;
     float *scores = j->c->scores + (int64_t)ith * j->c->n_ctx;
     float *tmp = j->c->attn_tmp + (int64_t)ith * 2 * l->head_dim;
@@ -225,11 +265,8 @@ static void attn_task(void *ctx, int ith, int nth) {
     for (int64_t i = b; i < e;) {
         const int64_t t = i / H;
         const int h = (int)(i % H), g = h / group; /* contiguous GQA groups, as HF repeat_kv */
-        const int32_t pos = (int32_t)(j->pos0 + t), p_hi = j->c->row_hi[t];
-        /* causal, or to the end of a bidirectional span; sliding-window layers see the n_swa - 1 positions
-         * before the query too (a later key is never masked by the window, as in llama.cpp) */
-        int32_t p_lo = 0;
-        if (l->is_swa && pos - hp->n_swa + 1 > 0) p_lo = pos - hp->n_swa + 1;
+        int32_t p_lo, p_hi;
+        attn_window(j, t, &p_lo, &p_hi);
         const eli_kv_view view = eli_kv_head(j->c->kv, l->kv_source, g, d);
         const float *q = j->c->q + t * H * d + (int64_t)h * d;
         float *out = j->c->att + t * H * d + (int64_t)h * d;
@@ -245,6 +282,103 @@ static void attn_task(void *ctx, int ith, int nth) {
             i++;
         }
     }
+}
+
+/* ---- decode: the rows of each window split between threads ----
+ * With few tokens there are too few (token, head) items to share, and the heads that share a KV head would
+ * each read its rows again: E2B has one KV head, so at depth every thread re-read the whole cache for its
+ * heads. Here a unit is (token, KV head, block of its query heads, segment of ELI_FLASH_SEG positions): every
+ * thread reads only its segments, once for all heads of the block, and the partials are merged per head in
+ * position order afterwards, the steps eli_attend_flash takes on one thread: identical bits. */
+
+/* The split part of the partials: sums (Gb * d floats per unit), then maxima and sums of exponentials. */
+static float *split_sums(const attn_job *j) { return j->c->split_part; }
+static float *split_max(const attn_job *j) {
+    return j->c->split_part + j->T * j->n_seg * j->l->n_head * j->l->head_dim;
+}
+static float *split_expsum(const attn_job *j) { return split_max(j) + j->T * j->n_seg * j->l->n_head; }
+
+static void split_span_task(void *ctx, int ith, int nth) {
+    const attn_job *j = ctx;
+    const eli_layer *l = j->l;
+    const int d = l->head_dim, H = l->n_head, Hkv = l->n_head_kv, G = H / Hkv, Gb = j->heads_per_unit;
+    const int64_t NS = j->n_seg, nblk = G / Gb;
+    float *s = (float *)(void *)(j->c->flash_work + (size_t)ith * j->c->flash_work_bytes);
+    /* the units in order, each thread taking those that start in its share of the rows: segments differ in
+     * length (a window's first and last), so sharing out units by count could leave a thread idle */
+    int64_t rows = 0;
+    for (int64_t t = 0; t < j->T; t++) rows += (int64_t)(j->hi[t] - j->lo[t] + 1) * Hkv * nblk;
+    const int64_t r_begin = rows * ith / nth, r_end = rows * (ith + 1) / nth;
+    int64_t r = 0;
+    for (int64_t u = 0; u < j->T * Hkv * nblk * NS && r < r_end; u++) {
+        const int64_t k = u % NS, blk = u / NS % nblk, g = u / NS / nblk % Hkv, t = u / NS / nblk / Hkv;
+        const int32_t first = j->lo[t] / ELI_FLASH_SEG * ELI_FLASH_SEG;
+        const int64_t seg0 = (int64_t)first + k * ELI_FLASH_SEG;
+        if (seg0 > j->hi[t]) continue; /* this token's window has fewer segments */
+        const int32_t p_a = seg0 > j->lo[t] ? (int32_t)seg0 : j->lo[t], p_b = eli_flash_segment_end(p_a, j->hi[t]);
+        const int64_t r0 = r;
+        r += p_b - p_a + 1;
+        if (r0 < r_begin) continue;
+        const eli_kv_view view = eli_kv_head(j->c->kv, l->kv_source, (int)g, d);
+        const int64_t h0 = t * H + g * G + blk * Gb; /* the first query head of the unit, over all tokens */
+        const uint8_t *qp = j->c->split_q + (size_t)h0 * eli_flash_query_bytes(&view, d);
+        eli_flash_span(j->c->kern, &view, qp, Gb, d, p_a, p_b, s, split_sums(j) + u * Gb * d, split_max(j) + u * Gb,
+                       split_expsum(j) + u * Gb);
+    }
+}
+
+static void split_merge_task(void *ctx, int ith, int nth) {
+    const attn_job *j = ctx;
+    const eli_layer *l = j->l;
+    const int d = l->head_dim, H = l->n_head, Hkv = l->n_head_kv, G = H / Hkv, Gb = j->heads_per_unit;
+    const int64_t NS = j->n_seg, nblk = G / Gb;
+    int64_t b, e;
+    eli_split(j->T * H, ith, nth, &b, &e);
+    for (int64_t i = b; i < e; i++) {
+        const int64_t t = i / H, h = i % H, g = h / G, blk = h % G / Gb, gi = h % Gb;
+        const int64_t n = j->hi[t] / ELI_FLASH_SEG - j->lo[t] / ELI_FLASH_SEG + 1;
+        const eli_kv_view view = eli_kv_head(j->c->kv, l->kv_source, (int)g, d);
+        float *out = j->c->att + i * d, mx = -INFINITY, sum = 0.0f;
+        for (int64_t k = 0; k < n; k++) {
+            const int64_t u = ((t * Hkv + g) * nblk + blk) * NS + k;
+            eli_flash_merge(1, d, out, &mx, &sum, split_sums(j) + (u * Gb + gi) * d, split_max(j) + u * Gb + gi,
+                            split_expsum(j) + u * Gb + gi);
+        }
+        eli_flash_finish(j->c->kern, &view, 1, d, &sum, out);
+    }
+}
+
+static void attend_split(eli_context *c, attn_job *j, int64_t work) {
+    const eli_layer *l = j->l;
+    const int d = l->head_dim, H = l->n_head, Hkv = l->n_head_kv, G = H / Hkv;
+    const int nth = eli_pool_size(c->pool);
+    /* the windows; how many segments the longest has, and the longest segment. Blocks of fewer heads when the
+     * segments are too few to share out evenly (the longest more than 1.25x a thread's share of the rows: short
+     * windows); each block reads its rows again, so no more blocks than that needs */
+    int64_t rows = 0, longest = 0;
+    j->n_seg = 0;
+    for (int64_t t = 0; t < j->T; t++) {
+        attn_window(j, t, &j->lo[t], &j->hi[t]);
+        rows += (int64_t)(j->hi[t] - j->lo[t] + 1) * Hkv;
+        int64_t n = 0;
+        for (int32_t p0 = j->lo[t], p1; p0 <= j->hi[t]; p0 = p1 + 1, n++) {
+            p1 = eli_flash_segment_end(p0, j->hi[t]);
+            if (p1 - p0 + 1 > longest) longest = p1 - p0 + 1;
+        }
+        if (n > j->n_seg) j->n_seg = n;
+    }
+    int Gb = G;
+    while (Gb % 2 == 0 && 4 * longest * nth > 5 * rows * (G / Gb)) Gb /= 2;
+    j->heads_per_unit = Gb;
+    /* every query head prepared once (rotated on a low-bit K), not once per segment */
+    for (int64_t t = 0; t < j->T; t++)
+        for (int g = 0; g < Hkv; g++) {
+            const eli_kv_view view = eli_kv_head(c->kv, l->kv_source, g, d);
+            const int64_t h0 = t * H + (int64_t)g * G;
+            eli_flash_prepare(c->kern, &view, c->q + h0 * d, G, d, c->split_q + (size_t)h0 * eli_flash_query_bytes(&view, d));
+        }
+    eli_pool_run(eli_pool_for(c->pool, work), split_span_task, j);
+    eli_pool_run(eli_pool_for(c->pool, j->T * H * j->n_seg * d), split_merge_task, j);
 }
 
 /* ---- the layers ---- */
@@ -286,11 +420,13 @@ static int attention_block(eli_context *c, int il, int64_t T, int64_t pos0) {
     }
 
     /* (c) attention, scale 1.0, then the output projection */
-    attn_job j = {c, l, T, pos0};
+    attn_job j = {.c = c, .l = l, .T = T, .pos0 = pos0};
     /* the work: Q·K and P·V over the cells each query sees (at most the window on sliding layers) */
     int64_t cells = pos0 + T;
     if (l->is_swa && cells > hp->n_swa) cells = hp->n_swa;
-    eli_pool_run(eli_pool_for(c->pool, 2 * T * H * cells * d), attn_task, &j);
+    const int64_t work = 2 * T * H * cells * d;
+    if (c->flash && T <= c->split_tokens && eli_pool_for(c->pool, work)) attend_split(c, &j, work);
+    else eli_pool_run(eli_pool_for(c->pool, work), attn_task, &j);
     if ((rc = eli_matmul_k(c->pool, c->kern, &l->wo, 0, c->att, T, c->tmp, &c->qbuf))) return rc;
 
     /* (d) h1 = h + RMSw(attn, post_attention_norm) */

@@ -347,8 +347,6 @@ int eli_matmul_k(eli_pool *pool, const eli_kernels *k, const eli_weight *w, int6
 
 /* ---- fused attention ---- */
 
-#define FLASH_CHUNK 64
-
 static int flash_plain(uint32_t t) { return t == ELI_TYPE_F32 || t == ELI_TYPE_F16; }
 
 int eli_attend_flash_ok(uint32_t k_type, uint32_t v_type) {
@@ -359,22 +357,42 @@ int eli_attend_flash_ok(uint32_t k_type, uint32_t v_type) {
 /* A prepared low-bit query takes at most d floats (kvquant.h: tbq 64 + d bytes, polar and qjl d floats). */
 static size_t kvq_query_bound(int d) { return (size_t)d * sizeof(float) + 64; }
 
-size_t eli_attend_flash_work_size(int G, int d) {
-    /* q rounded to the cache's dot format (G*d, and G*d halves on the way), scores (G*CHUNK), max and sum (2G);
-     * or the G prepared low-bit queries, 64-byte aligned */
-    return sizeof(float) * ((size_t)G * (size_t)d + (size_t)G * FLASH_CHUNK + 2 * (size_t)G) +
-           sizeof(eli_fp16) * (size_t)G * (size_t)d + (size_t)G * kvq_query_bound(d) + 128;
+size_t eli_flash_query_bytes(const eli_kv_view *kv, int d) {
+    return kv->kq ? kv->kq->query_bytes : (size_t)d * sizeof(float);
 }
 
-void eli_attend_flash(const eli_kernels *k, const float *q, int G, int d, const eli_kv_view *kv, int32_t p_lo,
-                      int32_t p_hi, void *work, float *out) {
-    float *qr = work;
-    float *s = qr + (size_t)G * d;
-    float *mx = s + (size_t)G * FLASH_CHUNK;
-    float *sum = mx + G;
-    eli_fp16 *qh = (eli_fp16 *)(sum + G);
-    uint8_t *qp = align64(qh + (size_t)G * d); /* the prepared low-bit queries, query_bytes apart */
-    const int f16 = kv->k_type == ELI_TYPE_F16;
+size_t eli_attend_flash_work_size(int G, int d) {
+    /* the G prepared queries (64-byte aligned), scores (G*CHUNK), a segment's partial: max and sum (2G) and
+     * its sum of values (G*d), and the running max and sum (2G) */
+    return (size_t)G * kvq_query_bound(d) + 64 +
+           sizeof(float) * ((size_t)G * ELI_FLASH_CHUNK + (size_t)G * (size_t)d + 4 * (size_t)G);
+}
+
+void eli_flash_prepare(const eli_kernels *k, const eli_kv_view *kv, const float *q, int G, int d, void *qp) {
+    const size_t qb = eli_flash_query_bytes(kv, d);
+    for (int g = 0; g < G; g++) {
+        const float *qg = q + (size_t)g * d;
+        uint8_t *dst = (uint8_t *)qp + (size_t)g * qb;
+        if (kv->kq) {
+            /* a low-bit K: the query rotated (or projected) once for the whole window */
+            eli_kvq_prepare_query(kv->kq, qg, dst);
+        } else if (kv->k_type == ELI_TYPE_F16) {
+            /* as llama.cpp (and eli_attend): Q is rounded to f16 before Q·K on an f16 cache; through the kernel
+             * table, as the software conversions per element cost more than a short window's Q·K */
+            eli_fp16 h[256];
+            for (int i = 0; i < d; i += 256) {
+                const int n = d - i < 256 ? d - i : 256;
+                k->quantize[ELI_TYPE_F16](qg + i, h, n);
+                k->f16_to_f32(n, h, (float *)(void *)dst + i);
+            }
+        } else {
+            memcpy(dst, qg, (size_t)d * sizeof(float));
+        }
+    }
+}
+
+void eli_flash_span(const eli_kernels *k, const eli_kv_view *kv, const void *qp, int G, int d, int32_t p_a,
+                    int32_t p_b, float *s, float *out, float *mx, float *sum) {
     const int64_t n_cells = kv->n_cells;
     const eli_attn_qk_fn qk = kv->kq ? NULL : k->attn_qk[kv->k_type];
     const eli_attn_pv_fn pv = kv->vq ? NULL : k->attn_pv[kv->v_type];
@@ -383,23 +401,14 @@ void eli_attend_flash(const eli_kernels *k, const float *q, int G, int d, const 
         sum[g] = 0.0f;
         for (int i = 0; i < d; i++) out[(size_t)g * d + i] = 0.0f;
     }
-    /* as llama.cpp (and eli_attend): Q is rounded to f16 before Q·K on an f16 cache; through the kernel
-     * table, as the software conversions per element cost more than a short window's Q·K */
-    if (f16) {
-        k->quantize[ELI_TYPE_F16](q, qh, (int64_t)G * d);
-        k->f16_to_f32((int64_t)G * d, qh, qr);
-    }
-    /* a low-bit K: each query head rotated (or projected) once for the whole window */
-    for (int g = 0; kv->kq && g < G; g++) eli_kvq_prepare_query(kv->kq, q + (size_t)g * d, qp + (size_t)g * kv->kq->query_bytes);
-    const float *qq = f16 ? qr : q;
-    for (int64_t p0 = p_lo, nc; p0 <= p_hi; p0 += nc) {
+    for (int64_t p0 = p_a, nc; p0 <= p_b; p0 += nc) {
         const int64_t c0 = p0 % n_cells;
-        nc = cell_run(p0, p_hi, n_cells, FLASH_CHUNK);
+        nc = cell_run(p0, p_b, n_cells, ELI_FLASH_CHUNK);
         const uint8_t *krows = kv->k + (size_t)c0 * kv->k_row_bytes, *vrows = kv->v + (size_t)c0 * kv->v_row_bytes;
-        if (qk) qk(d, (int)nc, krows, kv->k_row_bytes, G, qq, s, FLASH_CHUNK);
-        else eli_kvq_score(k, kv->kq, (int)nc, krows, kv->k_row_bytes, G, qp, s, FLASH_CHUNK);
+        if (qk) qk(d, (int)nc, krows, kv->k_row_bytes, G, qp, s, ELI_FLASH_CHUNK);
+        else eli_kvq_score(k, kv->kq, (int)nc, krows, kv->k_row_bytes, G, qp, s, ELI_FLASH_CHUNK);
         for (int g = 0; g < G; g++) {
-            float *sg = s + g * FLASH_CHUNK;
+            float *sg = s + g * ELI_FLASH_CHUNK;
             float cm = mx[g];
             for (int jj = 0; jj < nc; jj++) cm = sg[jj] > cm ? sg[jj] : cm;
             if (cm > mx[g]) {
@@ -413,13 +422,55 @@ void eli_attend_flash(const eli_kernels *k, const float *q, int G, int d, const 
             }
             sum[g] += k->exp_sum_f32(nc, cm, sg);
         }
-        if (pv) pv(d, (int)nc, vrows, kv->v_row_bytes, G, s, FLASH_CHUNK, out);
-        else eli_kvq_accumulate(k, kv->vq, (int)nc, vrows, kv->v_row_bytes, G, s, FLASH_CHUNK, out);
+        if (pv) pv(d, (int)nc, vrows, kv->v_row_bytes, G, s, ELI_FLASH_CHUNK, out);
+        else eli_kvq_accumulate(k, kv->vq, (int)nc, vrows, kv->v_row_bytes, G, s, ELI_FLASH_CHUNK, out);
     }
+}
+
+void eli_flash_merge(int G, int d, float *out, float *mx, float *sum, const float *out_s, const float *mx_s,
+                     const float *sum_s) {
+    for (int g = 0; g < G; g++) {
+        float *o = out + (size_t)g * d;
+        const float *os = out_s + (size_t)g * d;
+        if (mx[g] == -INFINITY) {
+            memcpy(o, os, (size_t)d * sizeof(float));
+            mx[g] = mx_s[g];
+            sum[g] = sum_s[g];
+            continue;
+        }
+        const float m = mx_s[g] > mx[g] ? mx_s[g] : mx[g];
+        const float a = expf(mx[g] - m), b = expf(mx_s[g] - m);
+        for (int i = 0; i < d; i++) o[i] = o[i] * a + os[i] * b;
+        sum[g] = sum[g] * a + sum_s[g] * b;
+        mx[g] = m;
+    }
+}
+
+void eli_flash_finish(const eli_kernels *k, const eli_kv_view *kv, int G, int d, const float *sum, float *out) {
     for (int g = 0; g < G; g++) {
         k->scale_f32(d, 1.0f / sum[g], out + (size_t)g * d);
         if (kv->vq) eli_kvq_finish(kv->vq, out + (size_t)g * d, out + (size_t)g * d);
     }
+}
+
+void eli_attend_flash(const eli_kernels *k, const float *q, int G, int d, const eli_kv_view *kv, int32_t p_lo,
+                      int32_t p_hi, void *work, float *out) {
+    uint8_t *qp = align64(work);
+    float *s = (float *)(void *)(qp + (size_t)G * kvq_query_bound(d));
+    float *mx = s + (size_t)G * ELI_FLASH_CHUNK, *sum = mx + G, *mx_s = sum + G, *sum_s = mx_s + G;
+    float *out_s = sum_s + G;
+    eli_flash_prepare(k, kv, q, G, d, qp);
+    /* the segments of the window one after the other, merged in order: what the split over threads computes */
+    for (int32_t p0 = p_lo, p1; p0 <= p_hi; p0 = p1 + 1) {
+        p1 = eli_flash_segment_end(p0, p_hi);
+        if (p0 == p_lo) {
+            eli_flash_span(k, kv, qp, G, d, p0, p1, s, out, mx, sum);
+        } else {
+            eli_flash_span(k, kv, qp, G, d, p0, p1, s, out_s, mx_s, sum_s);
+            eli_flash_merge(G, d, out, mx, sum, out_s, mx_s, sum_s);
+        }
+    }
+    eli_flash_finish(k, kv, G, d, sum, out);
 }
 
 /* ---- gathered rows (the drafter's centroid-masked head) ---- */

@@ -48,11 +48,36 @@ void eli_attend(const eli_kernels *k, const float *q, int d, const eli_kv_view *
  * keys scored from their codes), V f32, f16 or a low-bit type that holds values (summed in the rotated
  * domain, rescaled there as the running max moves, rotated back once per head); others: eli_attend,
  * eli_attend_flash_ok tells. Every head's result is independent of G, so any grouping of the heads gives
- * identical bits. work needs eli_attend_flash_work_size(G, d) bytes. */
+ * identical bits. work needs eli_attend_flash_work_size(G, d) bytes.
+ *
+ * The window is cut at the multiples of ELI_FLASH_SEG positions; each segment's partial (per head: the
+ * unnormalized sum of values, the max and the sum of exponentials) is computed on its own by eli_flash_span
+ * and the partials are merged in position order by eli_flash_merge. eli_attend_flash runs these steps one
+ * after the other; a caller may run the segments on different threads (decode, where one KV head's rows are
+ * the work) and merge them afterwards: the bits are the same either way. */
+#define ELI_FLASH_CHUNK 64 /* rows scored at a time */
+#define ELI_FLASH_SEG 256  /* positions per segment, a multiple of ELI_FLASH_CHUNK */
 int eli_attend_flash_ok(uint32_t k_type, uint32_t v_type);
 size_t eli_attend_flash_work_size(int G, int d);
 void eli_attend_flash(const eli_kernels *k, const float *q, int G, int d, const eli_kv_view *kv, int32_t p_lo,
                       int32_t p_hi, void *work, float *out);
+/* The last position of the segment that p0 is in, at most p_hi. */
+static inline int32_t eli_flash_segment_end(int32_t p0, int32_t p_hi) {
+    const int64_t e = ((int64_t)p0 / ELI_FLASH_SEG + 1) * ELI_FLASH_SEG - 1;
+    return e < p_hi ? (int32_t)e : p_hi;
+}
+/* The pieces. A prepared query takes eli_flash_query_bytes (a multiple of 64 on a low-bit K; qp 64-byte
+ * aligned); s is G * ELI_FLASH_CHUNK floats of scratch; out holds G * d floats, mx and sum G each. */
+size_t eli_flash_query_bytes(const eli_kv_view *kv, int d);
+void eli_flash_prepare(const eli_kernels *k, const eli_kv_view *kv, const float *q, int G, int d, void *qp);
+/* The partial of positions [p_a, p_b] (within one segment) for the G prepared queries at qp. */
+void eli_flash_span(const eli_kernels *k, const eli_kv_view *kv, const void *qp, int G, int d, int32_t p_a,
+                    int32_t p_b, float *s, float *out, float *mx, float *sum);
+/* (out, mx, sum) followed by the next segment's partial; an accumulator with mx = -inf takes the partial as is. */
+void eli_flash_merge(int G, int d, float *out, float *mx, float *sum, const float *out_s, const float *mx_s,
+                     const float *sum_s);
+/* out /= sum per head, then rotated back on a low-bit V. */
+void eli_flash_finish(const eli_kernels *k, const eli_kv_view *kv, int G, int d, const float *sum, float *out);
 
 /* y[t][r] = dot(W[mat] row r, x[t]) for T rows of x (each w->cols floats); y rows are w->rows floats.
  * Activations are converted to the weight's vec_dot format once, into scratch, with the quantizer of

@@ -20,15 +20,16 @@
 
 static inline __attribute__((always_inline)) float tbq_decode(int four, const eli_kvq *c, const uint8_t *blk, float *x) {
     const __m256i lut = tbq_lut(c);
-    int32_t m[ELI_KVQ_MAX_DIM / 16];
-    eli_kvq_tbq_mults(c, blk, m);
+    __m256 mf = _mm256_setzero_ps(); /* the multipliers of 8 sub-blocks (4 chunks of 32 values) as floats */
     for (int ch = 0; ch < c->d / 32; ch++) {
+        if (ch % 4 == 0) mf = _mm256_cvtepi32_ps(_mm256_and_si256(tbq_mult_words(c, blk, 2 * ch), _mm256_set1_epi32(0xFFFF)));
         const __m256i lv = _mm256_shuffle_epi8(lut, tbq_codes32(four, blk + 2 + c->sub_bytes, ch));
         const __m128i h[2] = {_mm256_castsi256_si128(lv), _mm256_extracti128_si256(lv, 1)};
         for (int k = 0; k < 4; k++) {
             const __m128i b8 = k & 1 ? _mm_srli_si128(h[k / 2], 8) : h[k / 2];
-            _mm256_storeu_ps(x + 32 * ch + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b8)),
-                                                               _mm256_set1_ps((float)m[2 * ch + k / 2])));
+            /* m * level: both small integers, the float product is exact (the reference's int product) */
+            const __m256 m = _mm256_permutevar8x32_ps(mf, _mm256_set1_epi32(2 * (ch % 4) + k / 2));
+            _mm256_storeu_ps(x + 32 * ch + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b8)), m));
         }
     }
     return h2f(blk);
