@@ -674,6 +674,35 @@ class BenchMTP(unittest.TestCase):
 
 
 @need(MODEL)
+class BenchCompareKV(unittest.TestCase):
+    """`bench --compare-kv T`: a second cache of type T filled with the same tokens, the decode steps alternated
+    between the two; the report's consistency, never timing."""
+
+    def test_json_text_and_bad_types(self):
+        rc, out, err = cli(["bench", "-m", MODEL, "-p", "0", "-n", "10", "--depth", "40", "-t", "2", "--kv", "f16",
+                            "--compare-kv", "tbq4_0", "--json"])
+        self.assertEqual(rc, 0, err)
+        r = json.loads(out)
+        cmp = r["compare_kv"]
+        self.assertEqual((r["kv_type"], cmp["kv_type"], r["depth"], r["n_gen"]), ("f16", "tbq4_0", 40, 10))
+        self.assertGreater(cmp["decode_tok_s"], 0)
+        # the ratio is the two caches' times per step, 10 steps each (blocks of 4, 4 and 2)
+        self.assertAlmostEqual(cmp["speed_ratio"], r["decode_ms_per_tok"] / cmp["decode_ms_per_tok"], delta=1e-2 * cmp["speed_ratio"])  # ms printed to 3 decimals
+        self.assertAlmostEqual(cmp["decode_tok_s"] * cmp["decode_ms_per_tok"], 1000.0, delta=10.0)
+        rc, out, err = cli(["bench", "-m", MODEL, "-p", "0", "-n", "4", "--compare-kv", "q4_polar"])
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, rb"decode  q4_polar +[\d.]+ tok/s +\([\d.]+ ms/tok, alternated with the above in blocks of 4: [\d.]+x its speed\)")
+        rc, out, _ = cli(["bench", "-m", MODEL, "-p", "0", "-n", "4", "--json"])
+        self.assertNotIn("compare_kv", json.loads(out))
+        for bad, why in (("qjl1_256", b"keys only"), ("q3_x", b"not a cache type"), ("", b"not a cache type")):
+            rc, _, err = cli(["bench", "-m", MODEL, "-p", "0", "-n", "4", "--compare-kv", bad])
+            self.assertEqual(rc, 2, bad)
+            self.assertIn(why, err)
+        rc, _, err = cli(["bench", "-m", MODEL, "-p", "0", "-n", "4", "--compare-kv"])
+        self.assertEqual(rc, 2)
+
+
+@need(MODEL)
 class BenchChat(unittest.TestCase):
     """`bench-chat` drives a real multi-turn chat: the assertions are on what the cache did, not on timing."""
 
