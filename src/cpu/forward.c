@@ -238,8 +238,9 @@ typedef struct {
     eli_context *c;
     const eli_layer *l;
     int64_t T, pos0;
-    /* attend_split: segments per window, heads per unit (a block of one KV head's group) */
-    int64_t n_seg;
+    /* attend_split: segments per window, heads per unit (a block of one KV head's group), and the rows that
+     * one block of heads reads, over all tokens and KV heads */
+    int64_t n_seg, rows;
     int heads_per_unit;
     int32_t lo[SPLIT_TOKENS_MAX], hi[SPLIT_TOKENS_MAX];
 } attn_job;
@@ -306,9 +307,7 @@ static void split_span_task(void *ctx, int ith, int nth) {
     float *s = (float *)(void *)(j->c->flash_work + (size_t)ith * j->c->flash_work_bytes);
     /* the units in order, each thread taking those that start in its share of the rows: segments differ in
      * length (a window's first and last), so sharing out units by count could leave a thread idle */
-    int64_t rows = 0;
-    for (int64_t t = 0; t < j->T; t++) rows += (int64_t)(j->hi[t] - j->lo[t] + 1) * Hkv * nblk;
-    const int64_t r_begin = rows * ith / nth, r_end = rows * (ith + 1) / nth;
+    const int64_t rows = j->rows * nblk, r_begin = rows * ith / nth, r_end = rows * (ith + 1) / nth;
     int64_t r = 0;
     for (int64_t u = 0; u < j->T * Hkv * nblk * NS && r < r_end; u++) {
         const int64_t k = u % NS, blk = u / NS % nblk, g = u / NS / nblk % Hkv, t = u / NS / nblk / Hkv;
@@ -355,11 +354,11 @@ static void attend_split(eli_context *c, attn_job *j, int64_t work) {
     /* the windows; how many segments the longest has, and the longest segment. Blocks of fewer heads when the
      * segments are too few to share out evenly (the longest more than 1.25x a thread's share of the rows: short
      * windows); each block reads its rows again, so no more blocks than that needs */
-    int64_t rows = 0, longest = 0;
-    j->n_seg = 0;
+    int64_t longest = 0;
+    j->n_seg = j->rows = 0;
     for (int64_t t = 0; t < j->T; t++) {
         attn_window(j, t, &j->lo[t], &j->hi[t]);
-        rows += (int64_t)(j->hi[t] - j->lo[t] + 1) * Hkv;
+        j->rows += (int64_t)(j->hi[t] - j->lo[t] + 1) * Hkv;
         int64_t n = 0;
         for (int32_t p0 = j->lo[t], p1; p0 <= j->hi[t]; p0 = p1 + 1, n++) {
             p1 = eli_flash_segment_end(p0, j->hi[t]);
@@ -368,7 +367,7 @@ static void attend_split(eli_context *c, attn_job *j, int64_t work) {
         if (n > j->n_seg) j->n_seg = n;
     }
     int Gb = G;
-    while (Gb % 2 == 0 && 4 * longest * nth > 5 * rows * (G / Gb)) Gb /= 2;
+    while (Gb % 2 == 0 && 4 * longest * nth > 5 * j->rows * (G / Gb)) Gb /= 2;
     j->heads_per_unit = Gb;
     /* every query head prepared once (rotated on a low-bit K), not once per segment */
     for (int64_t t = 0; t < j->T; t++)
